@@ -1,0 +1,237 @@
+//! The command path: a few multiplexed connections kept out of the pool, and script calls on
+//! them with transparent reloading.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use deadpool_redis::redis::{
+    self, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value, aio::MultiplexedConnection,
+};
+use deadpool_redis::{Connection, Pool};
+
+use crate::error::{Error, Result};
+use crate::script::{LuaScript, ScriptCall};
+
+/// Connections for commands.
+///
+/// deadpool-redis pings every connection it hands out, which would add a round trip to every
+/// lock call. So the client checks `connections` multiplexed connections out of the pool once
+/// and shares them (a multiplexed connection carries many requests at once). One that breaks is
+/// handed back to the pool, which drops it, and is replaced on next use.
+pub(crate) struct Commands {
+    pool: Pool,
+    slots: Vec<Slot>,
+    next: AtomicUsize,
+    url: String,
+    response_timeout: Duration,
+    script_reloads: AtomicU64,
+}
+
+struct Slot {
+    current: Mutex<Option<Held>>,
+    refill: tokio::sync::Mutex<()>,
+}
+
+struct Held {
+    generation: u64,
+    conn: MultiplexedConnection,
+    _pooled: Connection,
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+impl Commands {
+    pub(crate) fn new(pool: Pool, slots: usize, url: String, response_timeout: Duration) -> Self {
+        Commands {
+            pool,
+            slots: (0..slots)
+                .map(|_| Slot {
+                    current: Mutex::new(None),
+                    refill: tokio::sync::Mutex::new(()),
+                })
+                .collect(),
+            next: AtomicUsize::new(0),
+            url,
+            response_timeout,
+            script_reloads: AtomicU64::new(0),
+        }
+    }
+
+    /// Opens every slot's connection (used at connect, so a bad URL fails there).
+    pub(crate) async fn warm_up(&self) -> Result<()> {
+        for index in 0..self.slots.len() {
+            self.connection(index).await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn script_reloads(&self) -> u64 {
+        self.script_reloads.load(Ordering::Relaxed)
+    }
+
+    fn pick(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()
+    }
+
+    async fn connection(&self, index: usize) -> Result<(u64, MultiplexedConnection)> {
+        let slot = &self.slots[index];
+        if let Some(held) = slot.current.lock().expect("slot lock").as_ref() {
+            return Ok((held.generation, held.conn.clone()));
+        }
+        let _refill = slot.refill.lock().await;
+        if let Some(held) = slot.current.lock().expect("slot lock").as_ref() {
+            return Ok((held.generation, held.conn.clone()));
+        }
+        let pooled = self
+            .pool
+            .get()
+            .await
+            .map_err(|err| self.connect_error(err))?;
+        let conn: MultiplexedConnection = (*pooled).clone();
+        let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+        *slot.current.lock().expect("slot lock") = Some(Held {
+            generation,
+            conn: conn.clone(),
+            _pooled: pooled,
+        });
+        Ok((generation, conn))
+    }
+
+    fn connect_error(&self, err: deadpool_redis::PoolError) -> Error {
+        match err {
+            deadpool_redis::PoolError::Backend(source) => match Error::from(source) {
+                Error::Connection(source) => Error::Connect {
+                    url: self.url.clone(),
+                    source,
+                },
+                Error::Timeout { .. } => Error::Timeout {
+                    after: self.response_timeout,
+                },
+                other => other,
+            },
+            deadpool_redis::PoolError::Timeout(_) => Error::Timeout {
+                after: self.response_timeout,
+            },
+            other => Error::Pool(other),
+        }
+    }
+
+    /// Drops a broken connection so the next use opens a new one.
+    fn discard(&self, index: usize, generation: u64) {
+        let mut current = self.slots[index].current.lock().expect("slot lock");
+        if current.as_ref().is_some_and(|h| h.generation == generation) {
+            *current = None;
+        }
+    }
+
+    fn map_error(&self, err: RedisError, key: &str, index: usize, generation: u64) -> Error {
+        let err = Error::from_redis(err, key);
+        match err {
+            Error::Timeout { .. } => {
+                self.discard(index, generation);
+                Error::Timeout {
+                    after: self.response_timeout,
+                }
+            }
+            Error::Connection(_) => {
+                self.discard(index, generation);
+                err
+            }
+            other => other,
+        }
+    }
+
+    /// Runs one command that is not a script.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
+        let index = self.pick();
+        let (generation, mut conn) = self.connection(index).await?;
+        cmd.query_async(&mut conn)
+            .await
+            .map_err(|e| self.map_error(e, key, index, generation))
+    }
+
+    /// Runs a script call: EVALSHA, and on NOSCRIPT `SCRIPT LOAD` + EVALSHA pipelined.
+    pub(crate) async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
+        let value = self.eval_value(call).await?;
+        T::from_redis_value(value).map_err(|_| Error::UnexpectedReply {
+            what: call.script().name(),
+        })
+    }
+
+    pub(crate) async fn eval_value(&self, call: &ScriptCall) -> Result<Value> {
+        let index = self.pick();
+        let (generation, mut conn) = self.connection(index).await?;
+        let cmd = call.evalsha_cmd();
+        match cmd.query_async::<Value>(&mut conn).await {
+            Ok(value) => Ok(value),
+            Err(err) if is_noscript(&err) => {
+                self.script_reloads.fetch_add(1, Ordering::Relaxed);
+                let mut pipe = redis::pipe();
+                pipe.add_command(call.script().load_cmd()).ignore();
+                pipe.add_command(cmd);
+                let (value,): (Value,) = pipe
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| self.map_error(e, call.first_key(), index, generation))?;
+                Ok(value)
+            }
+            Err(err) => Err(self.map_error(err, call.first_key(), index, generation)),
+        }
+    }
+
+    /// Runs several script calls in one pipelined round trip; on NOSCRIPT, loads every script
+    /// involved and runs the whole batch again (callers only batch idempotent calls).
+    pub(crate) async fn eval_batch(&self, calls: &[ScriptCall]) -> Result<Vec<Value>> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let index = self.pick();
+        let (generation, mut conn) = self.connection(index).await?;
+        let mut pipe = redis::pipe();
+        for call in calls {
+            pipe.add_command(call.evalsha_cmd());
+        }
+        match pipe.query_async::<Vec<Value>>(&mut conn).await {
+            Ok(values) => Ok(values),
+            Err(err) if is_noscript(&err) => {
+                self.script_reloads.fetch_add(1, Ordering::Relaxed);
+                let mut pipe = redis::pipe();
+                let mut loaded: Vec<&'static LuaScript> = Vec::new();
+                for call in calls {
+                    if !loaded.iter().any(|s| std::ptr::eq(*s, call.script())) {
+                        loaded.push(call.script());
+                        pipe.add_command(call.script().load_cmd()).ignore();
+                    }
+                }
+                for call in calls {
+                    pipe.add_command(call.evalsha_cmd());
+                }
+                pipe.query_async::<Vec<Value>>(&mut conn)
+                    .await
+                    .map_err(|e| self.map_error(e, calls[0].first_key(), index, generation))
+            }
+            Err(err) => Err(self.map_error(err, calls[0].first_key(), index, generation)),
+        }
+    }
+
+    /// Loads scripts on one connection, in one round trip.
+    pub(crate) async fn load(&self, scripts: &[&'static LuaScript]) -> Result<()> {
+        if scripts.is_empty() {
+            return Ok(());
+        }
+        let index = self.pick();
+        let (generation, mut conn) = self.connection(index).await?;
+        let mut pipe = redis::pipe();
+        for script in scripts {
+            pipe.add_command(script.load_cmd()).ignore();
+        }
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| self.map_error(e, "", index, generation))
+    }
+}
+
+fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || err.code() == Some("NOSCRIPT")
+}

@@ -1,0 +1,252 @@
+//! Client configuration.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The URL used when neither `KEYLATCH_REDIS_URL` nor `REDIS_URL` is set.
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// How a [`Client`](crate::Client) connects and how long its holds last.
+///
+/// Build one with [`Config::builder`], take the defaults with [`Config::from_env`], or
+/// deserialise one (durations are written `"500ms"`, `"30s"`, `"2m"`, or as a number of
+/// milliseconds):
+///
+/// ```
+/// # fn main() -> keylatch_core::Result<()> {
+/// use std::time::Duration;
+/// use keylatch_core::Config;
+///
+/// let config = Config::builder()
+///     .url("redis://127.0.0.1:6379")
+///     .watchdog_timeout(Duration::from_secs(9))
+///     .build()?;
+/// assert_eq!(config.renewal_interval(), Duration::from_secs(3));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Config {
+    /// The Redis URL (`redis://`, `rediss://`, `redis+unix://`).
+    pub url: String,
+    /// The lease of a hold taken without an explicit lease; the watchdog renews it every
+    /// third of this while the hold lives. Redisson's default: 30 s.
+    #[serde(with = "duration")]
+    pub watchdog_timeout: Duration,
+    /// How many multiplexed connections the client keeps open for commands.
+    pub connections: usize,
+    /// How long to wait for a TCP connection (and its handshake).
+    #[serde(with = "duration")]
+    pub connect_timeout: Duration,
+    /// How long to wait for a command's reply before calling its outcome unknown.
+    #[serde(with = "duration")]
+    pub response_timeout: Duration,
+    /// The longest a waiter sleeps between retries when no wake-up message arrives (messages
+    /// are hints; a retry happens at the latest after this, with ±20 % jitter, or when the
+    /// holder's lease ends, whichever comes first).
+    #[serde(with = "duration")]
+    pub fallback_poll: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            url: DEFAULT_URL.to_owned(),
+            watchdog_timeout: Duration::from_secs(30),
+            connections: 2,
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(5),
+            fallback_poll: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Config {
+    /// The defaults, with the URL from `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else
+    /// [`DEFAULT_URL`].
+    pub fn from_env() -> Config {
+        Config {
+            url: url_from_env(),
+            ..Config::default()
+        }
+    }
+
+    /// A builder starting from [`Config::from_env`].
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder {
+            config: Config::from_env(),
+        }
+    }
+
+    /// How often the watchdog renews: a third of the watchdog timeout.
+    pub fn renewal_interval(&self) -> Duration {
+        self.watchdog_timeout / 3
+    }
+
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the first bad field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field, reason| Err(Error::InvalidConfig { field, reason });
+        if self.url.trim().is_empty() {
+            return bad("url", "the url is empty");
+        }
+        if self.watchdog_timeout < Duration::from_millis(30) {
+            return bad("watchdog_timeout", "must be at least 30ms");
+        }
+        if crate::keys::validate_lease(self.watchdog_timeout).is_err() {
+            return bad("watchdog_timeout", "must be at most 30 days");
+        }
+        if self.connections == 0 || self.connections > 64 {
+            return bad("connections", "must be between 1 and 64");
+        }
+        if self.connect_timeout.is_zero() {
+            return bad("connect_timeout", "must be positive");
+        }
+        if self.response_timeout.is_zero() {
+            return bad("response_timeout", "must be positive");
+        }
+        if self.fallback_poll < Duration::from_millis(10) {
+            return bad("fallback_poll", "must be at least 10ms");
+        }
+        Ok(())
+    }
+}
+
+/// The URL from `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else [`DEFAULT_URL`].
+pub fn url_from_env() -> String {
+    ["KEYLATCH_REDIS_URL", "REDIS_URL"]
+        .iter()
+        .filter_map(|var| std::env::var(var).ok())
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_URL.to_owned())
+}
+
+/// Builds a [`Config`]; see there for an example.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct ConfigBuilder {
+    config: Config,
+}
+
+impl ConfigBuilder {
+    /// The Redis URL.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.config.url = url.into();
+        self
+    }
+
+    /// The watchdog timeout (default 30 s).
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.config.watchdog_timeout = timeout;
+        self
+    }
+
+    /// How many multiplexed command connections to keep (default 2).
+    pub fn connections(mut self, n: usize) -> Self {
+        self.config.connections = n;
+        self
+    }
+
+    /// The connect timeout (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// The response timeout (default 5 s).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.response_timeout = timeout;
+        self
+    }
+
+    /// The fallback poll bound for waiters (default 2 s).
+    pub fn fallback_poll(mut self, poll: Duration) -> Self {
+        self.config.fallback_poll = poll;
+        self
+    }
+
+    /// Validates and returns the configuration.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`].
+    pub fn build(self) -> Result<Config> {
+        self.config.validate()?;
+        Ok(self.config)
+    }
+}
+
+/// Parses `"250ms"`, `"30s"`, `"2m"`, `"1h"` or a plain number of milliseconds.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let scale = match unit.trim() {
+        "" | "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    let secs = value * scale;
+    (secs.is_finite() && (0.0..1e12).contains(&secs)).then(|| Duration::from_secs_f64(secs))
+}
+
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Millis(u64),
+        Text(String),
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        match Repr::deserialize(d)? {
+            Repr::Millis(ms) => Ok(Duration::from_millis(ms)),
+            Repr::Text(text) => super::parse_duration(&text)
+                .ok_or_else(|| D::Error::custom(format!("invalid duration {text:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("250"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("ten"), None);
+        assert_eq!(parse_duration("5 parsecs"), None);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(Config::builder().connections(0).build().is_err());
+        assert!(
+            Config::builder()
+                .watchdog_timeout(Duration::from_millis(1))
+                .build()
+                .is_err()
+        );
+        assert!(Config::builder().url(" ").build().is_err());
+        assert!(Config::builder().build().is_ok());
+    }
+}

@@ -1,0 +1,157 @@
+//! The error type shared by every keylatch crate.
+
+use std::time::Duration;
+
+use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind};
+
+/// A `Result` whose error is keylatch's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in keylatch.
+///
+/// Input errors (`InvalidName`, `InvalidLease`, `InvalidConfig`, …) are detected before
+/// anything is sent to Redis, so Redis is left untouched. Errors that come from Redis keep
+/// their cause in [`std::error::Error::source`]; the message never repeats it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes.
+    #[error("invalid lock name: {reason}")]
+    InvalidName {
+        /// Why the name was refused.
+        reason: &'static str,
+    },
+    /// A lease is zero or longer than [`MAX_LEASE`](crate::MAX_LEASE).
+    #[error("invalid lease {lease:?}: {reason}")]
+    InvalidLease {
+        /// The lease that was given.
+        lease: Duration,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {field}: {reason}")]
+    InvalidConfig {
+        /// The offending field.
+        field: &'static str,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// The caller does not hold the lock it tried to release (it was never acquired by this
+    /// owner, it expired, or it was force-unlocked). Nothing was changed.
+    #[error("lock {name:?} is not held by this owner")]
+    NotHeld {
+        /// The lock name.
+        name: String,
+    },
+    /// A key keylatch needs holds a value of another type (Redis `WRONGTYPE`). Nothing was
+    /// changed.
+    #[error("key {key:?} holds a value of the wrong type for this primitive")]
+    WrongType {
+        /// The key.
+        key: String,
+    },
+    /// A lock key exists without an expiry, so it would never be released by itself; keylatch
+    /// refuses to wait on it. Nothing was changed.
+    #[error("key {key:?} is held without a ttl and would never expire")]
+    NoTtl {
+        /// The key.
+        key: String,
+    },
+    /// The Redis server could not be reached.
+    #[error("cannot connect to redis at {url}")]
+    Connect {
+        /// The URL (without password) that was tried.
+        url: String,
+        /// The cause.
+        #[source]
+        source: RedisError,
+    },
+    /// The URL could not be parsed.
+    #[error("invalid redis url {url:?}")]
+    InvalidUrl {
+        /// The URL (without password) that was given.
+        url: String,
+        /// The cause.
+        #[source]
+        source: RedisError,
+    },
+    /// Authentication failed (wrong user or password).
+    #[error("redis refused the credentials")]
+    Auth(#[source] RedisError),
+    /// The Redis user lacks a permission keylatch needs (`NOPERM`).
+    #[error("redis denied a command or key to this user")]
+    NoPermission(#[source] RedisError),
+    /// A command did not get a reply in time. Its effect on the server is unknown; keylatch
+    /// undoes any hold or permit it may have granted.
+    #[error("redis did not reply within {after:?}")]
+    Timeout {
+        /// The configured response timeout.
+        after: Duration,
+    },
+    /// The connection to Redis failed while a command was in flight. Its effect on the server
+    /// is unknown; keylatch undoes any hold or permit it may have granted.
+    #[error("the connection to redis failed")]
+    Connection(#[source] RedisError),
+    /// No connection could be taken from the pool.
+    #[error("no redis connection available from the pool")]
+    Pool(#[source] deadpool_redis::PoolError),
+    /// Any other error reported by Redis.
+    #[error("redis reported an error")]
+    Redis(#[source] RedisError),
+    /// A script returned a reply keylatch does not understand (another program wrote to the
+    /// key, or a script of another version is loaded).
+    #[error("unexpected reply from redis for {what}")]
+    UnexpectedReply {
+        /// Which call it was.
+        what: &'static str,
+    },
+    /// The client has been shut down.
+    #[error("the keylatch client is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Converts a Redis error, naming `key` when the error is about its type.
+    pub fn from_redis(err: RedisError, key: &str) -> Error {
+        if err.code() == Some("WRONGTYPE") || err.detail().is_some_and(|d| d.contains("WRONGTYPE"))
+        {
+            return Error::WrongType {
+                key: key.to_owned(),
+            };
+        }
+        Error::from(err)
+    }
+
+    /// True when the outcome of the command is unknown: it may or may not have run on the
+    /// server (timeouts and connection failures).
+    pub fn is_ambiguous(&self) -> bool {
+        matches!(self, Error::Timeout { .. } | Error::Connection(_))
+    }
+}
+
+impl From<RedisError> for Error {
+    fn from(err: RedisError) -> Self {
+        match err.kind() {
+            ErrorKind::AuthenticationFailed => Error::Auth(err),
+            ErrorKind::Server(ServerErrorKind::NoPerm) => Error::NoPermission(err),
+            _ if err.code() == Some("WRONGPASS") || err.code() == Some("NOAUTH") => {
+                Error::Auth(err)
+            }
+            _ if err.is_timeout() => Error::Timeout {
+                after: Duration::ZERO,
+            },
+            _ if err.is_io_error() || err.is_connection_dropped() => Error::Connection(err),
+            _ => Error::Redis(err),
+        }
+    }
+}
+
+impl From<deadpool_redis::PoolError> for Error {
+    fn from(err: deadpool_redis::PoolError) -> Self {
+        match err {
+            deadpool_redis::PoolError::Backend(e) => Error::from(e),
+            other => Error::Pool(other),
+        }
+    }
+}

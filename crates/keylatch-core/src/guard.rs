@@ -1,0 +1,287 @@
+//! The guard every lock returns.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::owner::OwnerId;
+use crate::watchdog::{HoldHandle, HoldState};
+
+/// How a primitive releases one hold. Implemented by each primitive for its guards.
+#[async_trait]
+pub trait HoldRelease: Send + Sync + fmt::Debug + 'static {
+    /// Releases one hold of `owner`.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when `owner` holds nothing; Redis errors.
+    async fn release(&self, owner: OwnerId) -> Result<()>;
+
+    /// Releases one hold of `owner` only if its hold count on the server is `expected`: the
+    /// undo of a request whose outcome is unknown (a reply lost, a future dropped in flight).
+    /// Whether or not that request ran, the server ends up as if it had not.
+    ///
+    /// # Errors
+    /// Redis errors.
+    async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()>;
+}
+
+/// Proof of a hold, returned by every lock of keylatch.
+///
+/// - [`unlock`](LockGuard::unlock) releases it and reports errors (for example
+///   [`NotHeld`](crate::Error::NotHeld) when the lease ran out and someone else took the lock).
+/// - Dropping it releases in the background (best effort; the lease ends it at the latest).
+/// - [`lost`](LockGuard::lost) completes when the hold is no longer valid: the watchdog found
+///   it gone, no renewal succeeded before its local deadline, or a fixed lease ran out. Work
+///   that must not outlive the lock can `select!` on it.
+/// - [`fencing_token`](LockGuard::fencing_token) is a number that strictly increases with each
+///   acquisition of the name, when fencing is enabled: pass it to the resource you protect so
+///   it can refuse writes from an older holder.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    inner: Option<Inner>,
+    name: Arc<str>,
+    owner: OwnerId,
+    token: Option<u64>,
+    state: watch::Receiver<HoldState>,
+}
+
+struct Inner {
+    client: Client,
+    release: Arc<dyn HoldRelease>,
+    hold: HoldHandle,
+}
+
+impl LockGuard {
+    /// Makes a guard. For primitive implementations: call it right after the acquire reply,
+    /// with the hold already registered.
+    pub fn new(
+        client: Client,
+        name: Arc<str>,
+        owner: OwnerId,
+        release: Arc<dyn HoldRelease>,
+        hold: HoldHandle,
+        token: Option<u64>,
+    ) -> LockGuard {
+        let state = hold.subscribe();
+        LockGuard {
+            inner: Some(Inner {
+                client,
+                release,
+                hold,
+            }),
+            name,
+            owner,
+            token,
+            state,
+        }
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The owner the hold belongs to.
+    pub fn owner(&self) -> OwnerId {
+        self.owner
+    }
+
+    /// The fencing token of this acquisition, when fencing is enabled.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The local instant until which the hold is known valid, or `None` once it is lost.
+    pub fn valid_until(&self) -> Option<Instant> {
+        match *self.state.borrow() {
+            HoldState::Valid { until } if until > Instant::now() => Some(until),
+            _ => None,
+        }
+    }
+
+    /// Whether the hold is lost (see [`lost`](LockGuard::lost)).
+    pub fn is_lost(&self) -> bool {
+        self.valid_until().is_none()
+    }
+
+    /// Completes when the hold is lost: the watchdog found it gone, no renewal succeeded before
+    /// the lease's local deadline, or a fixed lease ran out. Never completes while the hold is
+    /// valid. The future owns what it needs, so it can be spawned or kept across `select!`s.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut state = self.state.clone();
+        async move {
+            loop {
+                let current = *state.borrow_and_update();
+                let HoldState::Valid { until } = current else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {
+                        if *state.borrow() == current {
+                            return;
+                        }
+                    }
+                    changed = state.changed() => {
+                        if changed.is_err() && *state.borrow() == current {
+                            // The registry dropped the hold: it was released or replaced.
+                            tokio::time::sleep_until(until).await;
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Releases the hold.
+    ///
+    /// # Errors
+    /// [`NotHeld`](crate::Error::NotHeld) if the hold had already ended (its lease ran out, or
+    /// it was force-unlocked) — nothing is changed then; Redis errors.
+    ///
+    /// # Cancel safety
+    /// The watchdog stops renewing at once. If the future is dropped before the reply, or the
+    /// reply is lost, a background task makes sure the release happens exactly once.
+    pub async fn unlock(mut self) -> Result<()> {
+        let Some(mut inner) = self.inner.take() else {
+            return Ok(());
+        };
+        let expected = inner.hold.local_count() as u64;
+        let undo = UndoGuard::arm(
+            &inner.client,
+            inner.release.clone(),
+            self.owner,
+            expected,
+            &inner.hold,
+        );
+        inner.hold.release();
+        let result = inner.release.release(self.owner).await;
+        match &result {
+            Err(err) if err.is_ambiguous() => undo.run_now().await,
+            _ => undo.disarm(),
+        }
+        result
+    }
+}
+
+/// Undoes a request whose outcome is unknown: armed before the request is sent, disarmed when
+/// its reply arrives. If it is dropped armed (the future was cancelled in flight) it runs
+/// [`HoldRelease::release_if_count`] in the background, and until that has finished the next
+/// acquire of the same hold by this client waits for it
+/// ([`WatchdogRegistry::settled`](crate::WatchdogRegistry::settled)).
+#[derive(Debug)]
+#[must_use]
+pub struct UndoGuard {
+    armed: Option<UndoJob>,
+}
+
+#[derive(Debug)]
+struct UndoJob {
+    client: Client,
+    release: Arc<dyn HoldRelease>,
+    owner: OwnerId,
+    expected: u64,
+    key: String,
+    field: String,
+}
+
+impl UndoGuard {
+    /// Arms an undo for `owner`'s hold on `hold`'s key, whose hold count is `expected` if the
+    /// request in flight took effect (for an acquire) or did not (for a release).
+    pub fn arm(
+        client: &Client,
+        release: Arc<dyn HoldRelease>,
+        owner: OwnerId,
+        expected: u64,
+        hold: &HoldHandle,
+    ) -> UndoGuard {
+        UndoGuard::arm_for_key(client, release, owner, expected, hold.key(), hold.field())
+    }
+
+    /// As [`arm`](UndoGuard::arm), for a hold not registered yet (an acquire in flight).
+    pub fn arm_for_key(
+        client: &Client,
+        release: Arc<dyn HoldRelease>,
+        owner: OwnerId,
+        expected: u64,
+        key: &str,
+        field: &str,
+    ) -> UndoGuard {
+        UndoGuard {
+            armed: Some(UndoJob {
+                client: client.clone(),
+                release,
+                owner,
+                expected,
+                key: key.to_owned(),
+                field: field.to_owned(),
+            }),
+        }
+    }
+
+    /// The reply arrived: nothing to undo.
+    pub fn disarm(mut self) {
+        self.armed = None;
+    }
+
+    /// Undoes now, and waits; falls back to the background if this fails too.
+    pub async fn run_now(mut self) {
+        let Some(job) = self.armed.take() else { return };
+        match job.release.release_if_count(job.owner, job.expected).await {
+            Ok(()) => {}
+            Err(_) => drop(UndoGuard { armed: Some(job) }),
+        }
+    }
+}
+
+impl Drop for UndoGuard {
+    fn drop(&mut self) {
+        if let Some(job) = self.armed.take() {
+            let pending = job.client.watchdog().begin_pending(&job.key, &job.field);
+            job.client.spawn_background(async move {
+                let _pending = pending;
+                job.release.release_if_count(job.owner, job.expected).await
+            });
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(mut inner) = self.inner.take() {
+            let expected = inner.hold.local_count() as u64;
+            let pending = inner.hold.begin_pending();
+            inner.hold.release();
+            let owner = self.owner;
+            let release = inner.release;
+            inner.client.spawn_background(async move {
+                let _pending = pending;
+                match release.release(owner).await {
+                    Err(err) if err.is_ambiguous() => {
+                        release.release_if_count(owner, expected).await
+                    }
+                    other => other,
+                }
+            });
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .field("fencing_token", &self.token)
+            .field("valid_until", &self.valid_until())
+            .finish()
+    }
+}

@@ -1,0 +1,63 @@
+//! The core of [keylatch](https://docs.rs/keylatch): Redis-backed distributed locks for async
+//! Rust in the Redisson family.
+//!
+//! **Who this crate is for.** Applications depend on the `keylatch` facade, which re-exports
+//! what they need from here. This crate is for the primitive crates (`keylatch-reentrant`,
+//! and the fair lock, read-write lock and semaphores built the same way) and for anyone
+//! writing another primitive on the same machinery:
+//!
+//! - [`Client`] and [`Config`]: connections, the client UUID, cheap clones.
+//! - [`Owner`] and [`OwnerId`]: who holds a reentrant hold (`<client-uuid>:<owner-number>`).
+//! - [`LuaScript`] and [`ScriptCall`]: static scripts run by EVALSHA, preloaded, reloaded
+//!   transparently after `NOSCRIPT`.
+//! - [`PubSubHub`]: one pub/sub connection per client, reference-counted subscriptions.
+//! - [`WatchdogRegistry`]: every live hold, renewed in batches by one task per client.
+//! - [`DistributedLock`], [`LockGuard`] and [`HoldRelease`]: the shared, object-safe lock
+//!   trait and the guard every lock returns.
+//! - [`Error`]: one error type for every crate.
+//!
+//! The core knows nothing of any primitive: key layouts and scripts live in the primitive
+//! crates.
+//!
+//! ```no_run
+//! # async fn demo() -> keylatch_core::Result<()> {
+//! use keylatch_core::{Client, Config};
+//!
+//! let client = Client::connect(Config::from_env()).await?;
+//! println!("client {} connected", client.id());
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod client;
+mod commands;
+mod config;
+mod error;
+mod guard;
+mod hub;
+mod keys;
+mod lock;
+mod owner;
+mod script;
+mod watchdog;
+
+pub use client::{Client, ClientStats};
+pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
+pub use error::{Error, Result};
+pub use guard::{HoldRelease, LockGuard, UndoGuard};
+pub use hub::{PubSubHub, Subscription, WakeMode};
+pub use keys::{
+    MAX_LEASE, MAX_NAME_LEN, lease_millis, prefixed, suffixed, validate_lease, validate_name,
+};
+pub use lock::{AcquireOptions, Attempt, DistributedLock, wait_for};
+pub use owner::{Owner, OwnerId};
+pub use script::{LuaScript, ScriptCall};
+pub use watchdog::{
+    HoldHandle, HoldState, PendingWork, RENEWAL_BATCH, Renewal, WatchdogRegistry, WatchdogStats,
+};
+
+/// The `deadpool-redis` crate keylatch is built on.
+pub use deadpool_redis;
+/// The `redis` crate keylatch is built on, so users get the matching version.
+pub use deadpool_redis::redis;

@@ -1,0 +1,235 @@
+//! The shared lock trait, acquire options and the wait loop every primitive uses.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::hub::WakeMode;
+
+/// How long to wait and how long to hold.
+///
+/// ```
+/// use std::time::Duration;
+/// use keylatch_core::AcquireOptions;
+///
+/// // Wait up to 2 s; hold for 10 s at most, with no watchdog.
+/// let options = AcquireOptions::new()
+///     .with_wait(Duration::from_secs(2))
+///     .with_lease(Duration::from_secs(10));
+/// assert_eq!(options.wait(), Some(Duration::from_secs(2)));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use]
+pub struct AcquireOptions {
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+}
+
+impl AcquireOptions {
+    /// Wait forever; watchdog mode.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Wait at most `wait` (zero: try once).
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// A fixed lease: the hold ends after `lease` unless released before; no watchdog.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The wait bound; `None` waits forever.
+    pub fn wait(&self) -> Option<Duration> {
+        self.wait
+    }
+
+    /// The fixed lease; `None` means watchdog mode.
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
+    }
+}
+
+/// The lock interface every keylatch lock implements: the reentrant lock, the fair lock, the
+/// read and write sides of the read-write lock, and a semaphore through one permit.
+///
+/// It is object safe, so the primitive can be chosen at run time:
+///
+/// ```no_run
+/// # async fn demo(lock: std::sync::Arc<dyn keylatch_core::DistributedLock>) -> keylatch_core::Result<()> {
+/// let guard = lock.lock().await?;
+/// // ... critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+///
+/// Leases: with no lease (`lock`, `try_lock`, `try_lock_for(.., None)`) the hold is in
+/// watchdog mode: its lease is the client's watchdog timeout and a background task renews it
+/// until the guard is released. With a lease, the hold ends after it; nothing renews it.
+#[async_trait]
+pub trait DistributedLock: Send + Sync + fmt::Debug {
+    /// The lock's name.
+    fn name(&self) -> &str;
+
+    /// Acquires with the given options; `Ok(None)` when the wait bound passed first.
+    ///
+    /// # Errors
+    /// Bad input (an invalid lease), Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquire leaves no hold, queue entry, subscription or watchdog
+    /// entry behind (a request already sent is undone in the background).
+    async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>>;
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    /// Redis errors.
+    async fn is_locked(&self) -> Result<bool>;
+
+    /// Releases the lock whoever holds it, and wakes a waiter. Returns whether it was held.
+    ///
+    /// # Errors
+    /// Redis errors.
+    async fn force_unlock(&self) -> Result<bool>;
+
+    /// Waits as long as it takes; watchdog mode.
+    ///
+    /// # Errors
+    /// Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](DistributedLock::acquire).
+    async fn lock(&self) -> Result<LockGuard> {
+        let guard = self.acquire(AcquireOptions::new()).await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Waits as long as it takes; the hold ends after `lease`.
+    ///
+    /// # Errors
+    /// [`InvalidLease`](crate::Error::InvalidLease), Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](DistributedLock::acquire).
+    async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let guard = self
+            .acquire(AcquireOptions::new().with_lease(lease))
+            .await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Tries once, without waiting; watchdog mode.
+    ///
+    /// # Errors
+    /// Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](DistributedLock::acquire).
+    async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Waits at most `wait`; `lease` as in [`AcquireOptions::with_lease`] (`None`: watchdog).
+    ///
+    /// # Errors
+    /// [`InvalidLease`](crate::Error::InvalidLease), Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](DistributedLock::acquire).
+    async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let mut options = AcquireOptions::new().with_wait(wait);
+        if let Some(lease) = lease {
+            options = options.with_lease(lease);
+        }
+        self.acquire(options).await
+    }
+}
+
+/// The outcome of one acquire attempt, for [`wait_for`].
+#[derive(Debug)]
+pub enum Attempt<T> {
+    /// Acquired.
+    Done(T),
+    /// Not acquired; the holder's remaining lease when known.
+    Retry(Option<Duration>),
+}
+
+/// The wait loop shared by the primitives: try; if refused and the budget allows, subscribe to
+/// `channel` *before* retrying, then retry whenever a message arrives, the holder's lease
+/// ends, or the jittered fallback poll passes, until `deadline` (`None`: forever).
+///
+/// Returns `Ok(None)` when the deadline passed first.
+///
+/// # Cancel safety
+/// Cancel safe if `attempt` is: the subscription is released on drop.
+pub async fn wait_for<T, F, Fut>(
+    client: &Client,
+    channel: &str,
+    wake: WakeMode,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    let mut remaining = match attempt().await? {
+        Attempt::Done(value) => return Ok(Some(value)),
+        Attempt::Retry(remaining) => remaining,
+    };
+    if deadline.is_some_and(|d| d <= Instant::now()) {
+        return Ok(None);
+    }
+    let poll = client.config().fallback_poll;
+    let subscription = client.hub().subscribe(channel, wake, poll).await;
+    loop {
+        let notified = subscription.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        // The first retry happens right after subscribing: a release may have come before.
+        match attempt().await? {
+            Attempt::Done(value) => return Ok(Some(value)),
+            Attempt::Retry(r) => remaining = r.or(remaining),
+        }
+        let now = Instant::now();
+        let mut until = now + jitter(poll);
+        if let Some(r) = remaining {
+            until = until.min(now + r);
+        }
+        if let Some(deadline) = deadline {
+            if deadline <= now {
+                return Ok(None);
+            }
+            until = until.min(deadline);
+        }
+        let _ = tokio::time::timeout_at(until, notified).await;
+        remaining = None;
+    }
+}
+
+/// `base` ± 20 %.
+fn jitter(base: Duration) -> Duration {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEED: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+    let mut x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    let permille = 800 + (x % 401);
+    base * u32::try_from(permille).unwrap_or(1000) / 1000
+}

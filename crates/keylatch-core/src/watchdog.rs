@@ -1,0 +1,430 @@
+//! The watchdog registry: every live hold of a client, and one background task that renews the
+//! watchdog-mode ones in batches.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use deadpool_redis::redis::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::commands::Commands;
+use crate::keys::lease_millis;
+use crate::script::LuaScript;
+
+/// The most keys renewed by one script call.
+pub const RENEWAL_BATCH: usize = 100;
+
+/// What a hold's validity is, as far as this client knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HoldState {
+    /// Valid until this local instant (the end of the lease as measured from when the acquire
+    /// or the last successful renewal was sent).
+    Valid {
+        /// The local deadline.
+        until: Instant,
+    },
+    /// A renewal found the hold gone, or none succeeded before the local deadline.
+    Lost,
+}
+
+/// How a hold is kept alive.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Renewal {
+    /// A fixed lease: nothing renews it.
+    Lease,
+    /// Renewed by the watchdog with `script`, which takes `KEYS` = the keys,
+    /// `ARGV[1]` = the lease in ms, `ARGV[2..]` = one field per key, and returns one `1`
+    /// (renewed) or `0` (gone) per key.
+    Watchdog(&'static LuaScript),
+}
+
+/// Every live hold of one client, keyed by (key, field), with how many guards share it.
+///
+/// Registration happens before an acquire returns; a guard's unlock or drop deregisters it
+/// synchronously, so a renewal can never outlive its hold. One background task renews all
+/// watchdog-mode holds every `watchdog_timeout / 3`, with at most [`RENEWAL_BATCH`] keys per
+/// script call and all calls of a tick in one pipelined round trip.
+#[derive(Clone, Debug)]
+pub struct WatchdogRegistry {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    holds: Mutex<HashMap<HoldKey, HoldEntry>>,
+    /// Background releases and undos not finished yet, per hold.
+    pending: Mutex<HashMap<HoldKey, usize>>,
+    settled: tokio::sync::Notify,
+    next_id: AtomicU64,
+    ticks: AtomicU64,
+    renew_calls: AtomicU64,
+    renewed_keys: AtomicU64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct HoldKey {
+    key: String,
+    field: String,
+}
+
+#[derive(Debug)]
+struct HoldEntry {
+    id: u64,
+    guards: usize,
+    watched: usize,
+    script: Option<&'static LuaScript>,
+    lease: Duration,
+    state: watch::Sender<HoldState>,
+}
+
+/// Counters of the watchdog, for tests and monitoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WatchdogStats {
+    /// Live holds (key and field) of this client.
+    pub holds: usize,
+    /// Of those, the ones the watchdog renews.
+    pub watched: usize,
+    /// Renewal ticks run.
+    pub ticks: u64,
+    /// Renewal script calls sent.
+    pub renew_calls: u64,
+    /// Keys renewed successfully.
+    pub renewed_keys: u64,
+}
+
+impl WatchdogRegistry {
+    pub(crate) fn start(
+        commands: Arc<Commands>,
+        interval: Duration,
+    ) -> (WatchdogRegistry, tokio::task::JoinHandle<()>) {
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn(run(Arc::downgrade(&shared), commands, interval));
+        (WatchdogRegistry { shared }, task)
+    }
+
+    /// Registers one more guard on the hold (`key`, `field`), acquired at `acquired_at` with
+    /// `lease`. The returned handle deregisters on drop.
+    pub fn register(
+        &self,
+        key: &str,
+        field: &str,
+        lease: Duration,
+        renewal: Renewal,
+        acquired_at: Instant,
+    ) -> HoldHandle {
+        let hold_key = HoldKey {
+            key: key.to_owned(),
+            field: field.to_owned(),
+        };
+        let until = acquired_at + lease;
+        let mut holds = self.shared.holds.lock().expect("watchdog lock");
+        let entry = holds.entry(hold_key.clone()).or_insert_with(|| HoldEntry {
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            guards: 0,
+            watched: 0,
+            script: None,
+            lease,
+            state: watch::channel(HoldState::Valid { until }).0,
+        });
+        entry.guards += 1;
+        let watched = matches!(renewal, Renewal::Watchdog(_));
+        if let Renewal::Watchdog(script) = renewal {
+            entry.watched += 1;
+            entry.script = Some(script);
+            entry.lease = lease;
+        }
+        // A fresh acquisition set the key's expiry anew.
+        entry.state.send_modify(|state| {
+            if let HoldState::Valid { until: old } = state {
+                *old = (*old).max(until);
+            }
+        });
+        HoldHandle {
+            shared: Some(self.shared.clone()),
+            key: hold_key,
+            id: entry.id,
+            watched,
+            state: entry.state.subscribe(),
+        }
+    }
+
+    /// How many live guards this client has on (`key`, `field`).
+    pub fn local_count(&self, key: &str, field: &str) -> usize {
+        let holds = self.shared.holds.lock().expect("watchdog lock");
+        holds
+            .get(&HoldKey {
+                key: key.to_owned(),
+                field: field.to_owned(),
+            })
+            .map_or(0, |e| e.guards)
+    }
+
+    /// Marks background work (a release or an undo) on (`key`, `field`) as under way until the
+    /// returned handle drops. [`settled`](WatchdogRegistry::settled) waits for it.
+    pub fn begin_pending(&self, key: &str, field: &str) -> PendingWork {
+        let hold_key = HoldKey {
+            key: key.to_owned(),
+            field: field.to_owned(),
+        };
+        *self
+            .shared
+            .pending
+            .lock()
+            .expect("watchdog lock")
+            .entry(hold_key.clone())
+            .or_default() += 1;
+        PendingWork {
+            shared: self.shared.clone(),
+            key: hold_key,
+        }
+    }
+
+    /// Waits until no background release or undo on (`key`, `field`) is under way, so the next
+    /// request sees the server in the state this client believes it is in.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn settled(&self, key: &str, field: &str) {
+        loop {
+            let notified = self.shared.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let pending = self.shared.pending.lock().expect("watchdog lock");
+                if pending.is_empty()
+                    || !pending.contains_key(&HoldKey {
+                        key: key.to_owned(),
+                        field: field.to_owned(),
+                    })
+                {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> WatchdogStats {
+        let holds = self.shared.holds.lock().expect("watchdog lock");
+        WatchdogStats {
+            holds: holds.len(),
+            watched: holds.values().filter(|e| e.watched > 0).count(),
+            ticks: self.shared.ticks.load(Ordering::Relaxed),
+            renew_calls: self.shared.renew_calls.load(Ordering::Relaxed),
+            renewed_keys: self.shared.renewed_keys.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Background work under way on one hold; see [`WatchdogRegistry::begin_pending`].
+#[derive(Debug)]
+pub struct PendingWork {
+    shared: Arc<Shared>,
+    key: HoldKey,
+}
+
+impl Drop for PendingWork {
+    fn drop(&mut self) {
+        let mut pending = self.shared.pending.lock().expect("watchdog lock");
+        if let Some(count) = pending.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                pending.remove(&self.key);
+            }
+        }
+        drop(pending);
+        self.shared.settled.notify_waiters();
+    }
+}
+
+/// One guard's registration of a hold. Dropping it deregisters the guard.
+#[derive(Debug)]
+pub struct HoldHandle {
+    shared: Option<Arc<Shared>>,
+    key: HoldKey,
+    id: u64,
+    watched: bool,
+    state: watch::Receiver<HoldState>,
+}
+
+impl HoldHandle {
+    /// The hold's state as the watchdog last saw it.
+    pub fn state(&self) -> HoldState {
+        let state = *self.state.borrow();
+        match state {
+            HoldState::Valid { until } if until <= Instant::now() => HoldState::Lost,
+            other => other,
+        }
+    }
+
+    /// The hold's key.
+    pub fn key(&self) -> &str {
+        &self.key.key
+    }
+
+    /// The hold's field (the owner id, or a primitive's variant of it).
+    pub fn field(&self) -> &str {
+        &self.key.field
+    }
+
+    /// A receiver of the hold's state.
+    pub fn subscribe(&self) -> watch::Receiver<HoldState> {
+        self.state.clone()
+    }
+
+    /// How many guards this client holds on the same hold, this one included.
+    pub fn local_count(&self) -> usize {
+        let Some(shared) = &self.shared else { return 0 };
+        let holds = shared.holds.lock().expect("watchdog lock");
+        holds
+            .get(&self.key)
+            .filter(|e| e.id == self.id)
+            .map_or(0, |e| e.guards)
+    }
+
+    /// Marks background work on this hold as under way (see
+    /// [`WatchdogRegistry::begin_pending`]).
+    pub fn begin_pending(&self) -> Option<PendingWork> {
+        let shared = self.shared.as_ref()?;
+        WatchdogRegistry {
+            shared: shared.clone(),
+        }
+        .begin_pending(&self.key.key, &self.key.field)
+        .into()
+    }
+
+    /// Deregisters now (also done on drop).
+    pub fn release(&mut self) {
+        let Some(shared) = self.shared.take() else {
+            return;
+        };
+        let mut holds = shared.holds.lock().expect("watchdog lock");
+        if let Some(entry) = holds.get_mut(&self.key).filter(|e| e.id == self.id) {
+            entry.guards -= 1;
+            if self.watched {
+                entry.watched -= 1;
+                if entry.watched == 0 {
+                    entry.script = None;
+                }
+            }
+            if entry.guards == 0 {
+                holds.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl Drop for HoldHandle {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+struct Pending {
+    key: HoldKey,
+    id: u64,
+    lease: Duration,
+}
+
+async fn run(shared: Weak<Shared>, commands: Arc<Commands>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        tick(&shared, &commands).await;
+    }
+}
+
+async fn tick(shared: &Shared, commands: &Commands) {
+    shared.ticks.fetch_add(1, Ordering::Relaxed);
+    let now = Instant::now();
+    // Group the watched holds by script and lease; expire the ones past their deadline.
+    let mut groups: Vec<(&'static LuaScript, Duration, Vec<Pending>)> = Vec::new();
+    {
+        let mut holds = shared.holds.lock().expect("watchdog lock");
+        holds.retain(|_, entry| {
+            let expired =
+                matches!(*entry.state.borrow(), HoldState::Valid { until } if until <= now);
+            if expired && entry.watched > 0 {
+                entry.state.send_replace(HoldState::Lost);
+                return false;
+            }
+            true
+        });
+        for (key, entry) in holds.iter() {
+            let Some(script) = entry.script.filter(|_| entry.watched > 0) else {
+                continue;
+            };
+            let pending = Pending {
+                key: key.clone(),
+                id: entry.id,
+                lease: entry.lease,
+            };
+            match groups.iter_mut().find(|(s, l, batch)| {
+                std::ptr::eq(*s, script) && *l == entry.lease && batch.len() < RENEWAL_BATCH
+            }) {
+                Some((_, _, batch)) => batch.push(pending),
+                None => groups.push((script, entry.lease, vec![pending])),
+            }
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    let calls: Vec<_> = groups
+        .iter()
+        .map(|(script, lease, batch)| {
+            let mut call = script.call();
+            for p in batch {
+                call = call.key(p.key.key.clone());
+            }
+            call = call.arg(lease_millis(*lease));
+            for p in batch {
+                call = call.arg(p.key.field.as_str());
+            }
+            call
+        })
+        .collect();
+    shared
+        .renew_calls
+        .fetch_add(calls.len() as u64, Ordering::Relaxed);
+    let sent_at = Instant::now();
+    let Ok(replies) = commands.eval_batch(&calls).await else {
+        // Nothing renewed: the local deadlines run on, and the next tick marks expired holds
+        // lost (each guard also sees its own deadline pass).
+        return;
+    };
+    let mut holds = shared.holds.lock().expect("watchdog lock");
+    for ((_, _, batch), reply) in groups.iter().zip(replies) {
+        let Value::Array(flags) = reply else { continue };
+        for (pending, flag) in batch.iter().zip(flags) {
+            let renewed = matches!(flag, Value::Int(1));
+            let Some(entry) = holds.get_mut(&pending.key).filter(|e| e.id == pending.id) else {
+                continue;
+            };
+            if renewed {
+                shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
+                let until = sent_at + pending.lease;
+                entry.state.send_modify(|state| {
+                    if let HoldState::Valid { until: old } = state {
+                        *old = (*old).max(until);
+                    }
+                });
+            } else if entry.watched > 0 {
+                entry.state.send_replace(HoldState::Lost);
+                holds.remove(&pending.key);
+            }
+        }
+    }
+}

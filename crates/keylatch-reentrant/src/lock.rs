@@ -1,0 +1,350 @@
+//! `ReentrantLock`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keylatch_core::redis::{self, Value};
+use keylatch_core::{
+    AcquireOptions, Attempt, Client, DistributedLock, Error, LockGuard, Owner, OwnerId, Renewal,
+    Result, UndoGuard, WakeMode, prefixed, validate_lease, validate_name,
+};
+use tokio::time::Instant;
+
+use crate::release::ReentrantRelease;
+use crate::scripts::{ACQUIRE, FORCE_UNLOCK, RENEW, UNLOCK_MESSAGE};
+
+/// A reentrant distributed lock, compatible with Redisson's `RLock`.
+///
+/// - **Exclusion**: one owner at a time across every process using the name.
+/// - **Reentrancy**: per [`Owner`] (by default the current tokio task): the owner may lock
+///   again, each acquisition returns its own guard, and the lock is free when every guard has
+///   been released.
+/// - **Leases**: without a lease the hold is in watchdog mode (lease = the client's watchdog
+///   timeout, renewed every third of it while the guard lives); with a lease it ends after the
+///   lease, renewed by no one.
+/// - **Fairness**: none. Waiters are woken through pub/sub and race; use the fair lock for FIFO
+///   order.
+/// - **Fencing** (opt-in, [`with_fencing`](ReentrantLock::with_fencing)): each acquisition gets
+///   a token that strictly increases per name.
+///
+/// Layout (Redisson's): hash `name`, field `<client-uuid>:<owner-number>` → hold count, with
+/// PEXPIRE = lease; channel `redisson_lock__channel:{name}`, message `0` on full release.
+///
+/// ```no_run
+/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+/// use keylatch_reentrant::ReentrantLock;
+///
+/// let lock = ReentrantLock::new(&client, "nightly-report");
+/// let guard = lock.lock().await?;
+/// // only one process runs this at a time
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ReentrantLock {
+    client: Client,
+    name: Arc<str>,
+    token_key: Arc<str>,
+    owner: Owner,
+    fencing: bool,
+    release: Arc<ReentrantRelease>,
+}
+
+impl ReentrantLock {
+    /// A handle on the lock `name`. Nothing is sent to Redis; a bad name is reported by the
+    /// first operation ([`Error::InvalidName`]).
+    pub fn new(client: &Client, name: &str) -> ReentrantLock {
+        let name: Arc<str> = Arc::from(name);
+        ReentrantLock {
+            client: client.clone(),
+            token_key: prefixed("redisson_lock_token", &name).into(),
+            release: Arc::new(ReentrantRelease {
+                client: client.clone(),
+                channel: prefixed("redisson_lock__channel", &name).into(),
+                name: name.clone(),
+            }),
+            name,
+            owner: Owner::CurrentTask,
+            fencing: false,
+        }
+    }
+
+    /// Acquire for `owner` instead of the current task.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// Issue a fencing token with every acquisition (string `redisson_lock_token:{name}`,
+    /// incremented per acquisition, never expires).
+    #[must_use]
+    pub fn with_fencing(mut self, enabled: bool) -> Self {
+        self.fencing = enabled;
+        self
+    }
+
+    /// The lock name (the hash key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The wake-up channel, `redisson_lock__channel:{name}`.
+    pub fn channel(&self) -> &str {
+        &self.release.channel
+    }
+
+    /// Waits as long as it takes; watchdog mode.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::NoTtl`] (the key is held without
+    /// an expiry: waiting would never end), Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is left behind; a request already sent is undone.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        let guard = self.acquire(AcquireOptions::new()).await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Waits as long as it takes; the hold ends after `lease`.
+    ///
+    /// # Errors
+    /// As [`lock`](ReentrantLock::lock), and [`Error::InvalidLease`].
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReentrantLock::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let guard = self
+            .acquire(AcquireOptions::new().with_lease(lease))
+            .await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Tries once; watchdog mode. `None` when someone else holds it.
+    ///
+    /// # Errors
+    /// As [`lock`](ReentrantLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReentrantLock::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Waits at most `wait`; `lease` of `None` means watchdog mode.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](ReentrantLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReentrantLock::lock).
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let mut options = AcquireOptions::new().with_wait(wait);
+        if let Some(lease) = lease {
+            options = options.with_lease(lease);
+        }
+        self.acquire(options).await
+    }
+
+    /// Acquires with `options`; `None` when the wait bound passed first.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](ReentrantLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReentrantLock::lock).
+    pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        validate_name(&self.name)?;
+        let (lease, renewal) = match options.lease() {
+            Some(lease) => {
+                validate_lease(lease)?;
+                (lease, Renewal::Lease)
+            }
+            None => (
+                self.client.config().watchdog_timeout,
+                Renewal::Watchdog(&RENEW),
+            ),
+        };
+        let owner = self.client.owner_id(self.owner);
+        let field = owner.to_string();
+        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        keylatch_core::wait_for(
+            &self.client,
+            self.channel(),
+            WakeMode::One,
+            deadline,
+            || self.attempt(owner, &field, lease, renewal),
+        )
+        .await
+    }
+
+    async fn attempt(
+        &self,
+        owner: OwnerId,
+        field: &str,
+        lease: Duration,
+        renewal: Renewal,
+    ) -> Result<Attempt<LockGuard>> {
+        let watchdog = self.client.watchdog();
+        watchdog.settled(&self.name, field).await;
+        let expected = watchdog.local_count(&self.name, field) as u64 + 1;
+        let undo = UndoGuard::arm_for_key(
+            &self.client,
+            self.release.clone(),
+            owner,
+            expected,
+            &self.name,
+            field,
+        );
+        let call = ACQUIRE
+            .call()
+            .key(&*self.name)
+            .key(&*self.token_key)
+            .arg(keylatch_core::lease_millis(lease))
+            .arg(field)
+            .arg(if self.fencing { "1" } else { "0" });
+        let sent_at = Instant::now();
+        let reply = match self.client.eval_value(&call).await {
+            Ok(reply) => {
+                undo.disarm();
+                reply
+            }
+            Err(err) if err.is_ambiguous() => {
+                undo.run_now().await;
+                return Err(err);
+            }
+            Err(err) => {
+                undo.disarm();
+                return Err(err);
+            }
+        };
+        let token = match reply {
+            Value::Nil => None,
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(token)] => Some(u64::try_from(*token).unwrap_or(0)),
+                _ => return Err(self.unexpected()),
+            },
+            Value::Int(-1) => {
+                return Err(Error::NoTtl {
+                    key: self.name.to_string(),
+                });
+            }
+            Value::Int(pttl) => {
+                let pttl = u64::try_from(pttl).unwrap_or(0);
+                return Ok(Attempt::Retry(Some(Duration::from_millis(pttl))));
+            }
+            _ => return Err(self.unexpected()),
+        };
+        let hold = watchdog.register(&self.name, field, lease, renewal, sent_at);
+        Ok(Attempt::Done(LockGuard::new(
+            self.client.clone(),
+            self.name.clone(),
+            owner,
+            self.release.clone(),
+            hold,
+            token,
+        )))
+    }
+
+    fn unexpected(&self) -> Error {
+        Error::UnexpectedReply {
+            what: "reentrant_acquire",
+        }
+    }
+
+    /// Releases the lock whoever holds it and wakes a waiter. Returns whether it was held.
+    /// Guards of the old holder then get [`Error::NotHeld`] from `unlock`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        validate_name(&self.name)?;
+        let call = FORCE_UNLOCK
+            .call()
+            .key(&*self.name)
+            .key(self.channel())
+            .arg(UNLOCK_MESSAGE);
+        let released: i64 = self.client.eval(&call).await?;
+        Ok(released == 1)
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], Redis errors.
+    pub async fn is_locked(&self) -> Result<bool> {
+        validate_name(&self.name)?;
+        let exists: i64 = self
+            .client
+            .query(redis::cmd("EXISTS").arg(&*self.name), &self.name)
+            .await?;
+        Ok(exists == 1)
+    }
+
+    /// Whether the current owner (this handle's [`Owner`], resolved now) holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many times the current owner holds the lock (0: not at all).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn hold_count(&self) -> Result<u64> {
+        validate_name(&self.name)?;
+        let field = self.client.owner_id(self.owner).to_string();
+        let count: Option<u64> = self
+            .client
+            .query(redis::cmd("HGET").arg(&*self.name).arg(field), &self.name)
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The time left on the lock's lease; `None` when it is free.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::NoTtl`] for a key without an expiry, Redis errors.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        validate_name(&self.name)?;
+        let pttl: i64 = self
+            .client
+            .query(redis::cmd("PTTL").arg(&*self.name), &self.name)
+            .await?;
+        match pttl {
+            -2 => Ok(None),
+            -1 => Err(Error::NoTtl {
+                key: self.name.to_string(),
+            }),
+            ms => Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))),
+        }
+    }
+}
+
+#[async_trait]
+impl DistributedLock for ReentrantLock {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        ReentrantLock::acquire(self, options).await
+    }
+
+    async fn is_locked(&self) -> Result<bool> {
+        ReentrantLock::is_locked(self).await
+    }
+
+    async fn force_unlock(&self) -> Result<bool> {
+        ReentrantLock::force_unlock(self).await
+    }
+}

@@ -1,0 +1,19 @@
+-- keylatch reentrant lock: acquire or re-enter.
+-- KEYS[1] the lock hash, KEYS[2] the fencing counter
+-- ARGV[1] lease in ms, ARGV[2] owner id, ARGV[3] '1' to issue a fencing token
+-- Returns nil when acquired (Redisson's convention), {token} when acquired with fencing,
+-- otherwise the holder's PTTL in ms (-1: held without an expiry).
+-- A key of another type raises WRONGTYPE before anything is written.
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local token = false
+  if ARGV[3] == '1' then
+    token = redis.call('incr', KEYS[2])
+  end
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  if token then
+    return {token}
+  end
+  return nil
+end
+return redis.call('pttl', KEYS[1])

@@ -1,0 +1,14 @@
+-- keylatch reentrant lock: release one hold.
+-- KEYS[1] the lock hash, KEYS[2] the wake-up channel
+-- ARGV[1] the unlock message ('0'), ARGV[2] owner id
+-- Returns nil (not an owner: nothing changed), 0 (still held), 1 (released, message published).
+-- A partial release keeps the key's expiry: the holds that remain keep the lease they had.
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1

@@ -1,0 +1,50 @@
+//! How a reentrant hold is released.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keylatch_core::redis::Value;
+use keylatch_core::{Client, Error, HoldRelease, OwnerId, Result};
+
+use crate::scripts::{RELEASE, RELEASE_IF_COUNT, UNLOCK_MESSAGE};
+
+/// Releases holds of one lock name.
+#[derive(Debug)]
+pub(crate) struct ReentrantRelease {
+    pub(crate) client: Client,
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+}
+
+#[async_trait]
+impl HoldRelease for ReentrantRelease {
+    async fn release(&self, owner: OwnerId) -> Result<()> {
+        let call = RELEASE
+            .call()
+            .key(&*self.name)
+            .key(&*self.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(owner.to_string());
+        match self.client.eval_value(&call).await? {
+            Value::Nil => Err(Error::NotHeld {
+                name: self.name.to_string(),
+            }),
+            Value::Int(0 | 1) => Ok(()),
+            _ => Err(Error::UnexpectedReply {
+                what: "reentrant_release",
+            }),
+        }
+    }
+
+    async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()> {
+        let call = RELEASE_IF_COUNT
+            .call()
+            .key(&*self.name)
+            .key(&*self.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(owner.to_string())
+            .arg(expected);
+        let _released: i64 = self.client.eval(&call).await?;
+        Ok(())
+    }
+}
