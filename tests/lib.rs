@@ -1,1 +1,102 @@
-//! Shared helpers for the workspace-level integration tests.
+//! Shared helpers for the workspace-level integration tests: a real redis-server per test,
+//! clients with short timeouts, raw connections for checking the keyspace.
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use keylatch::redis::{self, AsyncCommands};
+pub use keylatch_testkit::RedisServer;
+
+/// Starts a throwaway redis-server.
+pub fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)")
+}
+
+/// A client with the given watchdog timeout (and a fallback poll of `poll`).
+pub async fn client_with(
+    server: &RedisServer,
+    watchdog: Duration,
+    poll: Duration,
+) -> keylatch::Client {
+    let config = keylatch::Config::builder()
+        .url(server.url())
+        .watchdog_timeout(watchdog)
+        .fallback_poll(poll)
+        .build()
+        .expect("config");
+    keylatch::Client::connect_with(config)
+        .await
+        .expect("connect")
+}
+
+/// A client with default timeouts.
+pub async fn client(server: &RedisServer) -> keylatch::Client {
+    client_with(server, Duration::from_secs(30), Duration::from_secs(2)).await
+}
+
+/// A plain connection that is not keylatch's, to look at and poke the keyspace.
+pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection")
+}
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Every key and its dump, sorted: equal before and after means Redis was left untouched.
+pub async fn keyspace(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(String, Vec<u8>, i64)> {
+    let mut keys: Vec<String> = conn.keys("*").await.expect("keys");
+    keys.sort();
+    let mut out = Vec::new();
+    for key in keys {
+        let dump: Vec<u8> = redis::cmd("DUMP")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .expect("dump");
+        let ttl: i64 = conn.pttl(&key).await.expect("pttl");
+        // A TTL still running is compared as "has a TTL", not by its exact value.
+        out.push((key, dump, ttl.signum()));
+    }
+    out
+}
+
+/// Polls `check` every 10 ms until it holds or `within` passes; returns whether it held.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Server-side subscriber counts of the channels whose names contain `needle`.
+pub async fn server_channels(conn: &mut redis::aio::MultiplexedConnection, needle: &str) -> usize {
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg(format!("*{needle}*"))
+        .query_async(conn)
+        .await
+        .expect("pubsub channels");
+    channels.len()
+}

@@ -98,7 +98,7 @@ impl Client {
                 }
             })?;
         let pool = Pool::builder(manager)
-            .max_size(config.connections + 2)
+            .max_size(config.connections + 8)
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(config.connect_timeout))
             .create_timeout(Some(config.connect_timeout))
@@ -195,6 +195,15 @@ impl Client {
     /// [`Error::WrongType`] naming `key`, Redis errors.
     pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
         self.inner.commands.query(cmd, key).await
+    }
+
+    /// A connection from the client's deadpool-redis pool, for the application's own commands
+    /// (it returns to the pool on drop).
+    ///
+    /// # Errors
+    /// [`Error::Connect`], [`Error::Timeout`], [`Error::Pool`].
+    pub async fn pool_connection(&self) -> Result<deadpool_redis::Connection> {
+        self.inner.commands.pooled().await
     }
 
     /// Runs a release or undo in the background, tracked by [`wait_idle`](Client::wait_idle).

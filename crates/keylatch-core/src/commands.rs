@@ -117,6 +117,11 @@ impl Commands {
         }
     }
 
+    /// A connection from the pool, for the application's own commands.
+    pub(crate) async fn pooled(&self) -> Result<Connection> {
+        self.pool.get().await.map_err(|err| self.connect_error(err))
+    }
+
     /// Drops a broken connection so the next use opens a new one.
     fn discard(&self, index: usize, generation: u64) {
         let mut current = self.slots[index].current.lock().expect("slot lock");

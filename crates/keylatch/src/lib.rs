@@ -1,1 +1,71 @@
-//! placeholder
+//! # keylatch
+//!
+//! Redis-backed distributed lock primitives for async Rust, in the Redisson family: a
+//! reentrant lock with a lease watchdog (and, as they land, a fair FIFO lock, a read-write lock
+//! and counting semaphores), all behind one shared trait, [`DistributedLock`], on tokio and
+//! deadpool-redis. Keys, fields and messages follow Redisson's layout, so a Java service on
+//! Redisson and a Rust service on keylatch can contend for the same lock.
+//!
+//! ```no_run
+//! # async fn demo() -> keylatch::Result<()> {
+//! use std::time::Duration;
+//!
+//! let client = keylatch::Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = client.lock("nightly-report");
+//!
+//! // Watchdog mode: held until unlocked, renewed in the background.
+//! let guard = lock.lock().await?;
+//! tokio::select! {
+//!     _ = guard.lost() => eprintln!("lock lost: stop writing"),
+//!     _ = tokio::time::sleep(Duration::from_millis(10)) => { /* the work */ }
+//! }
+//! guard.unlock().await?;
+//!
+//! // A bounded wait and a fixed lease.
+//! if let Some(guard) = lock
+//!     .try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(30)))
+//!     .await?
+//! {
+//!     guard.unlock().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Which primitive should you use?
+//!
+//! | use case | primitive |
+//! |---|---|
+//! | only one node runs a job | [`ReentrantLock`] (`client.lock(name)`) |
+//!
+//! Do not lock at all when the work is idempotent and a duplicate run is harmless, or when one
+//! atomic Redis command (`SET NX`, `INCR`) already does the job. A lock built on leases cannot
+//! stop a paused holder from writing after its lease ended: pass the fencing token
+//! ([`ReentrantLock::with_fencing`]) to the resource when that matters, and watch
+//! [`LockGuard::lost`].
+//!
+//! ## Choosing the primitive at run time
+//!
+//! ```no_run
+//! # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
+//! use std::sync::Arc;
+//! use keylatch::DistributedLock;
+//!
+//! let lock: Arc<dyn DistributedLock> = Arc::new(client.lock("job"));
+//! let guard = lock.lock().await?;
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod client;
+
+pub use client::Client;
+pub use keylatch_core::{
+    AcquireOptions, ClientStats, Config, ConfigBuilder, DistributedLock, Error, LockGuard,
+    MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, redis,
+};
+pub use keylatch_reentrant::ReentrantLock;
+
+/// The core crate, for the lower-level parts.
+pub use keylatch_core as core;

@@ -1,0 +1,218 @@
+//! keylatch's reentrant lock beside raw Redis round trips, measured in one run on one
+//! throwaway redis-server. Prints figures and ratios; asserts nothing.
+//!
+//! ```text
+//! cargo bench -p keylatch --bench lock            # full run
+//! KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch --bench lock
+//! ```
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keylatch::redis::{self, aio::MultiplexedConnection};
+use keylatch_testkit::RedisServer;
+
+/// A script doing as little as the lock's acquire does to one key, for the raw baseline.
+const RAW_SCRIPT: &str = "return redis.call('exists', KEYS[1])";
+
+struct Sizes {
+    uncontended: usize,
+    keys_ops: usize,
+    handoffs: usize,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[index]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+async fn raw_eval(conn: &mut MultiplexedConnection, script: &redis::Script, key: &str) {
+    let _: i64 = script
+        .key(key)
+        .invoke_async(conn)
+        .await
+        .expect("raw evalsha");
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let quick = std::env::var_os("KEYLATCH_BENCH_QUICK").is_some();
+    let sizes = if quick {
+        Sizes {
+            uncontended: 2_000,
+            keys_ops: 20_000,
+            handoffs: 500,
+        }
+    } else {
+        Sizes {
+            uncontended: 20_000,
+            keys_ops: 200_000,
+            handoffs: 5_000,
+        }
+    };
+    let server = RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)");
+    let client = keylatch::Client::connect(&server.url())
+        .await
+        .expect("connect");
+    let raw_client = redis::Client::open(server.url()).unwrap();
+    let mut raw = raw_client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(RAW_SCRIPT);
+    raw_eval(&mut raw, &script, "warm").await;
+
+    println!(
+        "keylatch benchmark ({} run)",
+        if quick { "quick" } else { "full" }
+    );
+    println!(
+        "machine: {} cpus, redis-server on loopback",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+
+    // 1. Uncontended lock + unlock, one task, interleaved with two raw EVALSHA round trips.
+    let lock = client.lock("bench:uncontended");
+    let mut lock_times = Vec::with_capacity(sizes.uncontended);
+    let mut raw_times = Vec::with_capacity(sizes.uncontended);
+    for _ in 0..sizes.uncontended {
+        let t = Instant::now();
+        raw_eval(&mut raw, &script, "bench:raw").await;
+        raw_eval(&mut raw, &script, "bench:raw").await;
+        raw_times.push(t.elapsed());
+        let t = Instant::now();
+        let guard = lock.lock().await.unwrap();
+        guard.unlock().await.unwrap();
+        lock_times.push(t.elapsed());
+    }
+    lock_times.sort();
+    raw_times.sort();
+    let raw_pair_p50 = percentile(&raw_times, 0.5);
+    let rt_p50 = raw_pair_p50 / 2;
+    println!(
+        "1. uncontended lock+unlock, 1 task ({} samples)",
+        sizes.uncontended
+    );
+    println!(
+        "   keylatch   p50 {:7.1} us  p99 {:7.1} us",
+        micros(percentile(&lock_times, 0.5)),
+        micros(percentile(&lock_times, 0.99))
+    );
+    println!(
+        "   2x EVALSHA p50 {:7.1} us  p99 {:7.1} us",
+        micros(raw_pair_p50),
+        micros(percentile(&raw_times, 0.99))
+    );
+    println!(
+        "   ratio p50: {:.2}x two raw round trips (target <= 1.2x)",
+        micros(percentile(&lock_times, 0.5)) / micros(raw_pair_p50)
+    );
+    println!();
+
+    // 2. 256 tasks over 10 000 keys: lock+unlock pairs vs raw EVALSHA pairs.
+    let tasks = 256;
+    let keys = 10_000;
+    let per_task = sizes.keys_ops / tasks;
+    let raw_rate = {
+        let start = Instant::now();
+        let mut handles = Vec::new();
+        for t in 0..tasks {
+            let mut conn = raw.clone();
+            let script = script.clone();
+            handles.push(tokio::spawn(async move {
+                for i in 0..per_task {
+                    let key = format!("bench:raw:{}", (t * 7919 + i * 104_729) % keys);
+                    raw_eval(&mut conn, &script, &key).await;
+                    raw_eval(&mut conn, &script, &key).await;
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
+    };
+    let lock_rate = {
+        let start = Instant::now();
+        let mut handles = Vec::new();
+        for t in 0..tasks {
+            let client = client.clone();
+            handles.push(tokio::spawn(async move {
+                for i in 0..per_task {
+                    let key = format!("bench:keys:{}", (t * 7919 + i * 104_729) % keys);
+                    let guard = client.lock(&key).lock().await.unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
+    };
+    println!(
+        "2. {tasks} tasks over {keys} keys, one client ({} pairs each)",
+        tasks * per_task
+    );
+    println!("   keylatch lock+unlock  {lock_rate:10.0} /s");
+    println!("   raw EVALSHA pairs     {raw_rate:10.0} /s");
+    println!(
+        "   ratio: {:.2}x raw (target >= 0.7x)",
+        lock_rate / raw_rate
+    );
+    println!();
+
+    // 3. Hand-off: 16 waiters on one key; gap from the release to the next acquire.
+    let waiters = 16;
+    let per_waiter = sizes.handoffs / waiters;
+    let events: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for _ in 0..waiters {
+        let lock = client.lock("bench:handoff");
+        let events = events.clone();
+        handles.push(tokio::spawn(async move {
+            for _ in 0..per_waiter {
+                let guard = lock.lock().await.unwrap();
+                let acquired = Instant::now();
+                let released = Instant::now();
+                guard.unlock().await.unwrap();
+                events.lock().unwrap().push((acquired, released));
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let mut events = events.lock().unwrap().clone();
+    events.sort();
+    let mut gaps: Vec<Duration> = events
+        .windows(2)
+        .map(|w| w[1].0.saturating_duration_since(w[0].1))
+        .collect();
+    gaps.sort();
+    let gap_p50 = percentile(&gaps, 0.5);
+    println!(
+        "3. hand-off, {waiters} waiters on one key ({} hand-offs)",
+        gaps.len()
+    );
+    println!(
+        "   gap p50 {:7.1} us  p99 {:7.1} us  (one raw round trip p50 {:5.1} us)",
+        micros(gap_p50),
+        micros(percentile(&gaps, 0.99)),
+        micros(rt_p50)
+    );
+    println!(
+        "   ratio p50: {:.2} raw round trips (target <= 4)",
+        micros(gap_p50) / micros(rt_p50)
+    );
+    let stats = client.stats();
+    println!();
+    println!(
+        "client: {} pub/sub channels left, {} holds left",
+        stats.channels, stats.watchdog.holds
+    );
+}
