@@ -1,1 +1,87 @@
-//! placeholder
+//! Test support for keylatch: throwaway `redis-server` processes.
+//!
+//! Each [`RedisServer`] is a real `redis-server` child process listening on a
+//! free loopback port, with its own temporary directory and no persistence.
+//! It is killed and its directory removed when the value is dropped, so tests
+//! can start as many as they like, in parallel, without sharing state:
+//!
+//! ```no_run
+//! use keylatch_testkit::RedisServer;
+//!
+//! let server = RedisServer::start()?;
+//! assert_eq!(server.cli(&["SET", "greeting", "hello"])?, "OK");
+//! assert_eq!(server.cli(&["GET", "greeting"])?, "hello");
+//! println!("connect your client to {}", server.url());
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Servers that need `DEBUG` (Redis 7+ refuses it by default) or other
+//! options are made with the [`RedisServerBuilder`]:
+//!
+//! ```no_run
+//! use keylatch_testkit::RedisServer;
+//!
+//! let mut server = RedisServer::builder()
+//!     .enable_debug(true)
+//!     .arg("--maxmemory")
+//!     .arg("64mb")
+//!     .start()?;
+//! server.cli(&["DEBUG", "SLEEP", "0"])?;
+//! server.restart()?; // same port, same options, empty data set
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Requirements
+//!
+//! `redis-server` must be on `PATH`; `./scripts/setup.sh` installs it. Use
+//! [`redis_server_available`] to check for it up front.
+//!
+//! # Leaks
+//!
+//! A server whose [`RedisServer`] is never dropped (one kept in a `static`,
+//! or a test process that is killed) is still cleaned up: each server has a
+//! tiny `sh` watchdog that kills it within about a second of the test
+//! process exiting. Its temporary directory stays behind in that case.
+
+mod resp;
+mod server;
+mod support;
+
+pub use server::{RedisServer, RedisServerBuilder};
+
+use std::path::Path;
+
+/// Name of the Redis server executable looked up on `PATH`.
+pub(crate) const REDIS_SERVER_BIN: &str = "redis-server";
+
+/// Returns `true` if a `redis-server` executable is found on `PATH`.
+///
+/// Tests that cannot run without Redis can use this to fail early with a
+/// clear message; [`RedisServer::start`] reports the same problem as an
+/// [`std::io::ErrorKind::NotFound`] error that says to run
+/// `./scripts/setup.sh`.
+pub fn redis_server_available() -> bool {
+    find_on_path(REDIS_SERVER_BIN)
+}
+
+/// Whether `program` is an executable file in one of the `PATH` directories.
+pub(crate) fn find_on_path(program: &str) -> bool {
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path).any(|dir| is_executable(&dir.join(program)))
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &Path) -> bool {
+    path.is_file() || path.with_extension("exe").is_file()
+}
+
+#[cfg(test)]
+mod tests;

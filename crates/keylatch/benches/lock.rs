@@ -32,6 +32,40 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// Commands the server has run so far, by name (`INFO commandstats`).
+async fn command_counts(
+    conn: &mut MultiplexedConnection,
+) -> std::collections::BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+fn command_delta(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+    ops: usize,
+) -> String {
+    after
+        .iter()
+        .filter_map(|(name, calls)| {
+            let delta = calls - before.get(name).copied().unwrap_or(0);
+            (delta > 0 && name != "info")
+                .then(|| format!("{name} {:.3}", delta as f64 / ops as f64))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 async fn raw_eval(conn: &mut MultiplexedConnection, script: &redis::Script, key: &str) {
     let _: i64 = script
         .key(key)
@@ -42,8 +76,17 @@ async fn raw_eval(conn: &mut MultiplexedConnection, script: &redis::Script, key:
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` does not: then this is a smoke
+    // run that only shows the harness works.
+    let smoke = !std::env::args().any(|a| a == "--bench");
     let quick = std::env::var_os("KEYLATCH_BENCH_QUICK").is_some();
-    let sizes = if quick {
+    let sizes = if smoke {
+        Sizes {
+            uncontended: 50,
+            keys_ops: 512,
+            handoffs: 64,
+        }
+    } else if quick {
         Sizes {
             uncontended: 2_000,
             keys_ops: 20_000,
@@ -57,7 +100,14 @@ async fn main() {
         }
     };
     let server = RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)");
-    let client = keylatch::Client::connect(&server.url())
+    let mut builder = keylatch::Config::builder().url(server.url());
+    if let Some(n) = std::env::var("KEYLATCH_BENCH_CONNECTIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        builder = builder.connections(n);
+    }
+    let client = keylatch::Client::connect_with(builder.build().expect("config"))
         .await
         .expect("connect");
     let raw_client = redis::Client::open(server.url()).unwrap();
@@ -136,6 +186,7 @@ async fn main() {
         }
         (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
     };
+    let before = command_counts(&mut raw).await;
     let lock_rate = {
         let start = Instant::now();
         let mut handles = Vec::new();
@@ -154,12 +205,58 @@ async fn main() {
         }
         (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
     };
+    let after = command_counts(&mut raw).await;
+    // The same scripts keylatch runs, sent raw: separates the library's cost from the scripts'.
+    let acquire = redis::Script::new(include_str!("../../keylatch-reentrant/src/lua/acquire.lua"));
+    let release = redis::Script::new(include_str!("../../keylatch-reentrant/src/lua/release.lua"));
+    let own_rate = {
+        let start = Instant::now();
+        let mut handles = Vec::new();
+        for t in 0..tasks {
+            let mut conn = raw.clone();
+            let (acquire, release) = (acquire.clone(), release.clone());
+            handles.push(tokio::spawn(async move {
+                let owner = format!("raw-owner:{t}");
+                for i in 0..per_task {
+                    let key = format!("bench:own:{}", (t * 7919 + i * 104_729) % keys);
+                    let channel = format!("redisson_lock__channel:{{{key}}}");
+                    let token = format!("redisson_lock_token:{{{key}}}");
+                    let _: redis::Value = acquire
+                        .key(&key)
+                        .key(&token)
+                        .arg(30_000)
+                        .arg(&owner)
+                        .arg("0")
+                        .invoke_async(&mut conn)
+                        .await
+                        .unwrap();
+                    let _: redis::Value = release
+                        .key(&key)
+                        .key(&channel)
+                        .arg("0")
+                        .arg(&owner)
+                        .invoke_async(&mut conn)
+                        .await
+                        .unwrap();
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
+    };
     println!(
-        "2. {tasks} tasks over {keys} keys, one client ({} pairs each)",
+        "2. {tasks} tasks over {keys} keys, one client ({} pairs in all)",
         tasks * per_task
     );
     println!("   keylatch lock+unlock  {lock_rate:10.0} /s");
+    println!(
+        "   redis commands per lock+unlock: {}",
+        command_delta(&before, &after, tasks * per_task)
+    );
     println!("   raw EVALSHA pairs     {raw_rate:10.0} /s");
+    println!("   keylatch's scripts, sent raw {own_rate:10.0} /s");
     println!(
         "   ratio: {:.2}x raw (target >= 0.7x)",
         lock_rate / raw_rate

@@ -3,10 +3,12 @@
 -- ARGV[1] the unlock message ('0'), ARGV[2] owner id
 -- Returns nil (not an owner: nothing changed), 0 (still held), 1 (released, message published).
 -- A partial release keeps the key's expiry: the holds that remain keep the lease they had.
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+local count = redis.call('hget', KEYS[1], ARGV[2])
+if not count then
   return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+if tonumber(count) > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], -1)
   return 0
 end
 redis.call('del', KEYS[1])

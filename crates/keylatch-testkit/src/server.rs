@@ -1,0 +1,445 @@
+//! Starting, stopping and restarting `redis-server` child processes.
+
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::resp::{self, Reply};
+use crate::support::{
+    clear_data_files, file_len, make_temp_dir, release_port, reserve_free_port, tail,
+};
+use crate::{REDIS_SERVER_BIN, find_on_path};
+
+const HOST: &str = "127.0.0.1";
+/// How long one server may take to answer `PING` after being spawned.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Fresh ports tried by [`RedisServerBuilder::start`] before giving up.
+const START_ATTEMPTS: usize = 5;
+/// Tries (200 ms apart) to re-bind the old port in [`RedisServer::restart`].
+const RESTART_ATTEMPTS: usize = 25;
+/// The server's log file, in its directory.
+pub(crate) const LOG_FILE: &str = "redis.log";
+/// Where the server's stdout and stderr go (config errors show up here).
+pub(crate) const STDIO_FILE: &str = "redis.stdio.log";
+/// Read timeout for [`RedisServer::cli`]; generous so `DEBUG SLEEP` etc. work.
+const CLI_IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Options for a [`RedisServer`]; made by [`RedisServer::builder`].
+#[derive(Debug, Clone, Default)]
+pub struct RedisServerBuilder {
+    enable_debug: bool,
+    args: Vec<String>,
+}
+
+impl RedisServerBuilder {
+    /// Allows the `DEBUG` command (passes `--enable-debug-command yes`,
+    /// which Redis 7+ needs; older servers refuse to start with it).
+    pub fn enable_debug(mut self, yes: bool) -> Self {
+        self.enable_debug = yes;
+        self
+    }
+
+    /// Appends one extra raw command-line argument for `redis-server`, e.g.
+    /// `.arg("--maxmemory").arg("64mb")`. It comes after the testkit's own
+    /// arguments, so it can override them (but don't change the port or bind
+    /// address: the testkit must be able to reach the server).
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Starts the server on a free loopback port and waits until it answers
+    /// `PING`.
+    ///
+    /// Retries with a new port a few times if the port was taken meanwhile.
+    /// Fails with [`io::ErrorKind::NotFound`] if `redis-server` is not
+    /// installed, and with an error quoting the server's log if it does not
+    /// come up within 10 seconds.
+    pub fn start(self) -> io::Result<RedisServer> {
+        start_with(self, REDIS_SERVER_BIN)
+    }
+
+    fn command_args(&self, port: u16, dir: &Path) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            HOST,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            &dir.to_string_lossy(),
+            "--daemonize",
+            "no",
+            "--logfile",
+            &dir.join(LOG_FILE).to_string_lossy(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if self.enable_debug {
+            args.extend(["--enable-debug-command".to_owned(), "yes".to_owned()]);
+        }
+        args.extend(self.args.iter().cloned());
+        args
+    }
+}
+
+/// A running `redis-server` child process on `127.0.0.1`, for tests.
+///
+/// Dropping it kills the process (`SIGKILL`) and removes its temporary
+/// directory. See the [crate docs](crate) for an example.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    pid: u32,
+    dir: PathBuf,
+    program: String,
+    options: RedisServerBuilder,
+    child: Option<Child>,
+    watchdog: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server with default options; same as
+    /// `RedisServer::builder().start()`.
+    pub fn start() -> io::Result<RedisServer> {
+        Self::builder().start()
+    }
+
+    /// Returns a builder for a server with non-default options.
+    pub fn builder() -> RedisServerBuilder {
+        RedisServerBuilder::default()
+    }
+
+    /// The TCP port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The address the server listens on: always `"127.0.0.1"`.
+    pub fn host(&self) -> &str {
+        HOST
+    }
+
+    /// The connection URL, `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://{HOST}:{}", self.port)
+    }
+
+    /// The process id of the current (or, after [`kill`](Self::kill), the
+    /// last) `redis-server` process.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The server's temporary working directory (holds `redis.log`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Sends one command over a fresh TCP connection (raw RESP, no
+    /// `redis-cli`) and returns the reply as text.
+    ///
+    /// Bulk and simple strings come back as themselves, integers as digits,
+    /// nil as `(nil)`, arrays as one element per line (nested arrays are
+    /// flattened, an empty array is `""`). An error reply becomes an
+    /// [`io::ErrorKind::Other`] error carrying the server's message.
+    pub fn cli(&self, args: &[&str]) -> io::Result<String> {
+        if args.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cli: empty command",
+            ));
+        }
+        match resp::request(self.addr(), args, Duration::from_secs(2), CLI_IO_TIMEOUT)? {
+            Reply::Error(msg) => Err(io::Error::other(msg)),
+            reply => Ok(reply.render()),
+        }
+    }
+
+    /// Kills the server with `SIGKILL` and waits for it to exit. Calling it
+    /// again is a no-op. The port stays reserved for [`restart`](Self::restart).
+    pub fn kill(&mut self) {
+        // The watchdog goes first, so it can never outlive the pid it watches.
+        for mut child in [self.watchdog.take(), self.child.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts a new one on the same port with the same
+    /// options, then waits for `PING`. Data is lost: any dump or AOF files in
+    /// the server's directory are deleted first.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        clear_data_files(&self.dir)?;
+        let mut last_err = None;
+        for _ in 0..RESTART_ATTEMPTS {
+            match launch(&self.program, &self.options, &self.dir, self.port) {
+                Ok(launched) => {
+                    self.pid = launched.child.id();
+                    self.child = Some(launched.child);
+                    self.watchdog = launched.watchdog;
+                    return Ok(());
+                }
+                Err(LaunchError::PortTaken(e)) => {
+                    last_err = Some(e);
+                    thread::sleep(Duration::from_millis(200));
+                }
+                Err(LaunchError::Fatal(e)) => return Err(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| io::Error::other("restart failed")))
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = fs::remove_dir_all(&self.dir);
+        release_port(self.port);
+    }
+}
+
+/// Why one launch attempt failed.
+enum LaunchError {
+    /// The port was (or became) busy: worth trying again.
+    PortTaken(io::Error),
+    /// Anything else: report it.
+    Fatal(io::Error),
+}
+
+struct Launched {
+    child: Child,
+    watchdog: Option<Child>,
+}
+
+pub(crate) fn start_with(options: RedisServerBuilder, program: &str) -> io::Result<RedisServer> {
+    if !find_on_path(program) && !Path::new(program).is_file() {
+        return Err(not_installed(program));
+    }
+    let dir = make_temp_dir()?;
+    let mut last_err = None;
+    for _ in 0..START_ATTEMPTS {
+        let port = match reserve_free_port() {
+            Ok(port) => port,
+            Err(e) => {
+                last_err = Some(e);
+                break;
+            }
+        };
+        match launch(program, &options, &dir, port) {
+            Ok(launched) => {
+                return Ok(RedisServer {
+                    port,
+                    pid: launched.child.id(),
+                    dir,
+                    program: program.to_owned(),
+                    options,
+                    child: Some(launched.child),
+                    watchdog: launched.watchdog,
+                });
+            }
+            Err(LaunchError::PortTaken(e)) => {
+                release_port(port);
+                last_err = Some(e);
+            }
+            Err(LaunchError::Fatal(e)) => {
+                release_port(port);
+                last_err = Some(e);
+                break;
+            }
+        }
+    }
+    let _ = fs::remove_dir_all(&dir);
+    Err(last_err.unwrap_or_else(|| io::Error::other("could not start redis-server")))
+}
+
+fn not_installed(program: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "`{program}` was not found on PATH; run ./scripts/setup.sh \
+             (it installs the Debian package redis-server)"
+        ),
+    )
+}
+
+/// Spawns one server on `port` and waits until it answers `PING`.
+fn launch(
+    program: &str,
+    options: &RedisServerBuilder,
+    dir: &Path,
+    port: u16,
+) -> Result<Launched, LaunchError> {
+    let log_path = dir.join(LOG_FILE);
+    let stdio_path = dir.join(STDIO_FILE);
+    // Only the part of the logs written by this attempt is inspected.
+    let log_start = file_len(&log_path);
+    let stdio_start = file_len(&stdio_path);
+    let fatal = LaunchError::Fatal;
+
+    let stdio = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&stdio_path)
+        .map_err(fatal)?;
+    let mut child = Command::new(program)
+        .args(options.command_args(port, dir))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(stdio.try_clone().map_err(fatal)?)
+        .stderr(stdio)
+        .spawn()
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => LaunchError::Fatal(not_installed(program)),
+            _ => LaunchError::Fatal(e),
+        })?;
+    let pid = child.id();
+
+    let logs = || {
+        format!(
+            "--- {} (tail) ---\n{}\n--- {} (tail) ---\n{}",
+            log_path.display(),
+            tail(&log_path, log_start),
+            stdio_path.display(),
+            tail(&stdio_path, stdio_start),
+        )
+    };
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().map_err(fatal)? {
+            let logs = logs();
+            let msg =
+                format!("redis-server on port {port} exited during startup ({status})\n{logs}");
+            return Err(if logs.contains("Address already in use") {
+                LaunchError::PortTaken(io::Error::new(io::ErrorKind::AddrInUse, msg))
+            } else {
+                LaunchError::Fatal(io::Error::other(msg))
+            });
+        }
+        let short = Duration::from_millis(250);
+        if let Ok(Reply::Simple(pong)) = resp::request(addr, &["PING"], short, short)
+            && pong == "PONG"
+        {
+            match server_pid(addr) {
+                Some(p) if p == pid => {
+                    let watchdog = spawn_watchdog(pid);
+                    return Ok(Launched { child, watchdog });
+                }
+                Some(other) => {
+                    // Another process's server holds the port; ours will fail.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(LaunchError::PortTaken(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!("port {port} is already served by redis pid {other}"),
+                    )));
+                }
+                None => {}
+            }
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(LaunchError::Fatal(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "redis-server (pid {pid}) did not answer PING on {addr} within {}s\n{}",
+                    READY_TIMEOUT.as_secs(),
+                    logs()
+                ),
+            )));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `process_id` from `INFO server`, to make sure we reached our own child.
+fn server_pid(addr: SocketAddr) -> Option<u32> {
+    let t = Duration::from_millis(500);
+    let Ok(Reply::Bulk(info)) = resp::request(addr, &["INFO", "server"], t, Duration::from_secs(2))
+    else {
+        return None;
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Spawns `sh` that kills `redis_pid` once this process is gone. Best effort:
+/// `None` if `sh` is unavailable. It is killed before the server in `kill`.
+fn spawn_watchdog(redis_pid: u32) -> Option<Child> {
+    if !cfg!(unix) {
+        return None;
+    }
+    Command::new("sh")
+        .args([
+            "-c",
+            r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -9 "$2" 2>/dev/null"#,
+            "keylatch-testkit-watchdog",
+            &std::process::id().to_string(),
+            &redis_pid.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn expect_port_taken(result: Result<Launched, LaunchError>) -> String {
+        match result {
+            Err(LaunchError::PortTaken(e)) => e.to_string(),
+            Err(LaunchError::Fatal(e)) => panic!("expected PortTaken, got Fatal: {e}"),
+            Ok(_) => panic!("expected PortTaken, got a server"),
+        }
+    }
+
+    #[test]
+    fn port_held_by_plain_listener_is_retryable() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let dir = make_temp_dir().unwrap();
+        let opts = RedisServerBuilder::default();
+        let msg = expect_port_taken(launch(REDIS_SERVER_BIN, &opts, &dir, port));
+        assert!(msg.contains("Address already in use"), "{msg}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn port_held_by_other_redis_is_detected() {
+        let other = RedisServer::start().unwrap();
+        let dir = make_temp_dir().unwrap();
+        let opts = RedisServerBuilder::default();
+        let msg = expect_port_taken(launch(REDIS_SERVER_BIN, &opts, &dir, other.port()));
+        // Either our child lost the bind race visibly, or the pid check caught it.
+        assert!(
+            msg.contains("Address already in use") || msg.contains("already served"),
+            "{msg}"
+        );
+        assert_eq!(other.cli(&["PING"]).unwrap(), "PONG");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,110 @@
+//! Small helpers: free ports, temporary directories and log tails.
+
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::server::{LOG_FILE, STDIO_FILE};
+
+/// Lines of each log quoted in startup errors.
+const LOG_TAIL_LINES: usize = 20;
+
+/// Ports handed to live servers of this process, so two never get the same one.
+static PORTS_IN_USE: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Picks a free loopback port not used by another server of this process.
+pub(crate) fn reserve_free_port() -> io::Result<u16> {
+    for _ in 0..50 {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        let mut guard = PORTS_IN_USE.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.get_or_insert_with(HashSet::new).insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        "no free loopback port found",
+    ))
+}
+
+pub(crate) fn release_port(port: u16) {
+    let mut guard = PORTS_IN_USE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(set) = guard.as_mut() {
+        set.remove(&port);
+    }
+}
+
+pub(crate) fn make_temp_dir() -> io::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    loop {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!(
+            "keylatch-redis-{}-{}-{nanos}",
+            std::process::id(),
+            DIR_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = base.join(name);
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot create temp dir {}: {e}", dir.display()),
+                ));
+            }
+        }
+    }
+}
+
+/// Deletes everything in `dir` except the log files (dump.rdb, AOF dir, ...).
+pub(crate) fn clear_data_files(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == LOG_FILE || name == STDIO_FILE {
+            continue;
+        }
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            fs::remove_dir_all(&path)?;
+        } else {
+            fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// The last lines of `path` written after byte `from`.
+pub(crate) fn tail(path: &Path, from: u64) -> String {
+    let mut text = String::new();
+    let read = File::open(path).and_then(|mut f| {
+        f.seek(SeekFrom::Start(from))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        text = String::from_utf8_lossy(&buf).into_owned();
+        Ok(())
+    });
+    if let Err(e) = read {
+        return format!("(cannot read: {e})");
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() {
+        return "(empty)".to_owned();
+    }
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+}

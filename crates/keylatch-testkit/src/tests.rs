@@ -1,0 +1,254 @@
+//! Unit tests; they start real `redis-server` processes.
+
+use std::io;
+use std::net::{Ipv4Addr, TcpStream};
+use std::thread;
+
+use crate::server::start_with;
+use crate::{RedisServer, redis_server_available};
+
+fn require_redis() {
+    assert!(
+        redis_server_available(),
+        "redis-server is not on PATH; run ./scripts/setup.sh"
+    );
+}
+
+fn process_alive(pid: u32) -> bool {
+    // A zombie still has /proc/PID; its state letter is 'Z'.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn start_gives_working_server() {
+    require_redis();
+    let server = RedisServer::start().unwrap();
+    assert_eq!(server.host(), "127.0.0.1");
+    assert_eq!(server.url(), format!("redis://127.0.0.1:{}", server.port()));
+    assert!(server.dir().is_dir());
+    assert!(server.dir().join("redis.log").is_file());
+    assert_eq!(server.cli(&["PING"]).unwrap(), "PONG");
+    assert_eq!(server.cli(&["CONFIG", "GET", "save"]).unwrap(), "save\n");
+    assert_eq!(
+        server.cli(&["CONFIG", "GET", "appendonly"]).unwrap(),
+        "appendonly\nno"
+    );
+    let info = server.cli(&["INFO", "server"]).unwrap();
+    assert!(
+        info.contains(&format!("process_id:{}", server.pid())),
+        "{info}"
+    );
+}
+
+#[test]
+fn two_servers_at_once_are_independent() {
+    require_redis();
+    let handles: Vec<_> = (0..2)
+        .map(|_| thread::spawn(|| RedisServer::start().unwrap()))
+        .collect();
+    let servers: Vec<RedisServer> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let (a, b) = (&servers[0], &servers[1]);
+    assert_ne!(a.port(), b.port());
+    assert_ne!(a.pid(), b.pid());
+    assert_ne!(a.dir(), b.dir());
+    a.cli(&["SET", "k", "from-a"]).unwrap();
+    assert_eq!(b.cli(&["GET", "k"]).unwrap(), "(nil)");
+    assert_eq!(a.cli(&["GET", "k"]).unwrap(), "from-a");
+}
+
+#[test]
+fn many_servers_in_parallel() {
+    require_redis();
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            thread::spawn(move || {
+                let s = RedisServer::start().unwrap();
+                s.cli(&["SET", "i", &i.to_string()]).unwrap();
+                assert_eq!(s.cli(&["GET", "i"]).unwrap(), i.to_string());
+                s.port()
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn cli_renders_replies() {
+    require_redis();
+    let s = RedisServer::start().unwrap();
+    assert_eq!(
+        s.cli(&["SET", "key with space", "va\r\nlue"]).unwrap(),
+        "OK"
+    );
+    assert_eq!(s.cli(&["GET", "key with space"]).unwrap(), "va\r\nlue");
+    assert_eq!(s.cli(&["GET", "missing"]).unwrap(), "(nil)");
+    assert_eq!(s.cli(&["INCRBY", "n", "41"]).unwrap(), "41");
+    assert_eq!(s.cli(&["RPUSH", "l", "a", "b", "c"]).unwrap(), "3");
+    assert_eq!(s.cli(&["LRANGE", "l", "0", "-1"]).unwrap(), "a\nb\nc");
+    assert_eq!(s.cli(&["LRANGE", "nothing", "0", "-1"]).unwrap(), "");
+    assert_eq!(s.cli(&["SET", "e", ""]).unwrap(), "OK");
+    assert_eq!(s.cli(&["GET", "e"]).unwrap(), "");
+    assert_eq!(
+        s.cli(&["EVAL", "return {1, 'x', false}", "0"]).unwrap(),
+        "1\nx\n(nil)"
+    );
+    let err = s.cli(&["INCR", "l"]).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::Other);
+    assert!(err.to_string().starts_with("WRONGTYPE"), "{err}");
+    let err = s.cli(&["NOSUCHCOMMAND"]).unwrap_err();
+    assert!(err.to_string().contains("unknown command"), "{err}");
+    assert_eq!(s.cli(&[]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+}
+
+#[test]
+fn debug_command_needs_enable_debug() {
+    require_redis();
+    let plain = RedisServer::start().unwrap();
+    assert!(plain.cli(&["DEBUG", "SLEEP", "0"]).is_err());
+    let debug = RedisServer::builder().enable_debug(true).start().unwrap();
+    assert_eq!(debug.cli(&["DEBUG", "SLEEP", "0"]).unwrap(), "OK");
+}
+
+#[test]
+fn extra_args_are_passed() {
+    require_redis();
+    let s = RedisServer::builder()
+        .arg("--maxmemory")
+        .arg("12345678")
+        .start()
+        .unwrap();
+    assert_eq!(
+        s.cli(&["CONFIG", "GET", "maxmemory"]).unwrap(),
+        "maxmemory\n12345678"
+    );
+}
+
+#[test]
+fn bad_args_give_error_with_log() {
+    require_redis();
+    let err = RedisServer::builder()
+        .arg("--no-such-option")
+        .arg("1")
+        .start()
+        .unwrap_err();
+    let msg = err.to_string();
+    eprintln!("{msg}");
+    assert!(msg.contains("exited during startup"), "{msg}");
+    assert!(msg.contains("no-such-option"), "log tail missing: {msg}");
+}
+
+#[test]
+fn restart_loses_data_and_keeps_port_and_options() {
+    require_redis();
+    let mut s = RedisServer::builder().enable_debug(true).start().unwrap();
+    let (port, pid, dir) = (s.port(), s.pid(), s.dir().to_path_buf());
+    s.cli(&["SET", "k", "v"]).unwrap();
+    // An open client connection must not stop the new server from binding.
+    let client = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+    // Even an explicit dump must not survive a restart.
+    s.cli(&["SAVE"]).unwrap();
+    assert!(dir.join("dump.rdb").is_file());
+    s.restart().unwrap();
+    assert_eq!(s.port(), port);
+    assert_eq!(s.dir(), dir);
+    assert_ne!(s.pid(), pid);
+    assert!(!process_alive(pid));
+    assert_eq!(s.cli(&["GET", "k"]).unwrap(), "(nil)");
+    assert_eq!(s.cli(&["DBSIZE"]).unwrap(), "0");
+    assert_eq!(s.cli(&["DEBUG", "SLEEP", "0"]).unwrap(), "OK");
+    drop(client);
+}
+
+#[test]
+fn kill_is_idempotent_then_restart_and_start_work() {
+    require_redis();
+    let mut s = RedisServer::start().unwrap();
+    let pid = s.pid();
+    s.kill();
+    s.kill();
+    assert!(!process_alive(pid));
+    assert!(s.cli(&["PING"]).is_err());
+    assert!(TcpStream::connect((Ipv4Addr::LOCALHOST, s.port())).is_err());
+    let other = RedisServer::start().unwrap();
+    assert_eq!(other.cli(&["PING"]).unwrap(), "PONG");
+    s.restart().unwrap();
+    assert_eq!(s.cli(&["PING"]).unwrap(), "PONG");
+}
+
+#[test]
+fn drop_kills_process_and_removes_dir() {
+    require_redis();
+    let s = RedisServer::start().unwrap();
+    let (pid, dir, port) = (s.pid(), s.dir().to_path_buf(), s.port());
+    drop(s);
+    assert!(!process_alive(pid));
+    assert!(!dir.exists());
+    assert!(TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err());
+    // Dropping a killed server is fine too.
+    let mut s = RedisServer::start().unwrap();
+    s.kill();
+    drop(s);
+}
+
+#[test]
+fn missing_binary_says_run_setup() {
+    let err = start_with(RedisServer::builder(), "keylatch-no-such-redis-server").unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    assert!(err.to_string().contains("./scripts/setup.sh"), "{err}");
+}
+
+/// Run in a child process by `watchdog_kills_leaked_server`: leaks a server
+/// and exits without dropping it.
+#[test]
+#[ignore = "helper for watchdog_kills_leaked_server"]
+fn watchdog_helper_leak_server() {
+    if std::env::var_os("KEYLATCH_TESTKIT_LEAK_HELPER").is_none() {
+        return;
+    }
+    let server = RedisServer::start().unwrap();
+    println!("LEAKED_PID={}", server.pid());
+    println!("LEAKED_DIR={}", server.dir().display());
+    std::mem::forget(server);
+    std::process::exit(0);
+}
+
+#[test]
+fn watchdog_kills_leaked_server() {
+    require_redis();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "tests::watchdog_helper_leak_server",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("KEYLATCH_TESTKIT_LEAK_HELPER", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("LEAKED_PID="))
+        .unwrap_or_else(|| panic!("helper printed no pid: {stdout}"))
+        .parse()
+        .unwrap();
+    let dir = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("LEAKED_DIR="))
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while process_alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "leaked redis {pid} still alive"
+        );
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: setup, fmt, clippy, tests, doc tests, docs, and
+# every example (against a throwaway redis-server whose URL is in REDIS_URL).
+#
+# Usage: scripts/test.sh [--full]
+#   --full   also run the long suites (exports KEYLATCH_FULL=1 for them)
+set -euo pipefail
+
+SCRIPT_NAME="test.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+
+usage() { sed -n '2,6s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+
+for arg in "$@"; do
+    case "$arg" in
+        --full) export KEYLATCH_FULL=1 ;;
+        -h | --help) usage; exit 0 ;;
+        *) usage >&2; die "unknown argument: $arg" ;;
+    esac
+done
+
+cd "$ROOT"
+if [ "${CI:-}" = "true" ] || [ "${CI:-}" = "1" ]; then
+    export CARGO_TERM_COLOR=never
+fi
+
+STEP="starting"
+TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/keylatch-test-log.XXXXXX")"
+on_exit() {
+    local status=$?
+    stop_throwaway_redis
+    rm -f "$TEST_LOG"
+    if [ "$status" -ne 0 ]; then
+        printf '\n%s: FAILED during: %s (exit status %s)\n' "$SCRIPT_NAME" "$STEP" "$status" >&2
+    fi
+    exit "$status"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+step() {
+    STEP="$*"
+    section "$*"
+}
+
+step "setup (scripts/setup.sh)"
+"$ROOT/scripts/setup.sh"
+
+if [ -n "${KEYLATCH_FULL:-}" ]; then
+    log "full mode: KEYLATCH_FULL=$KEYLATCH_FULL"
+fi
+
+step "format check (cargo fmt --all -- --check)"
+cargo fmt --all -- --check
+
+step "lint (cargo clippy --workspace --all-targets --locked -- -D warnings)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "tests (cargo test --workspace --all-targets --locked)"
+cargo test --workspace --all-targets --locked 2>&1 | tee -a "$TEST_LOG"
+
+step "doc tests (cargo test --workspace --doc --locked)"
+cargo test --workspace --doc --locked 2>&1 | tee -a "$TEST_LOG"
+
+step "docs (RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps --locked)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
+step "examples (each examples/*.rs, with REDIS_URL set)"
+# Prints the [package] name of the Cargo.toml given.
+package_name() {
+    awk -F'"' '/^\[/ { in_pkg = ($0 == "[package]") } in_pkg && /^name *=/ { print $2; exit }' "$1"
+}
+examples=()
+for dir in crates/*/ */; do
+    dir="${dir%/}"
+    if [ ! -f "$dir/Cargo.toml" ] || [ ! -d "$dir/examples" ]; then
+        continue
+    fi
+    crate="$(package_name "$dir/Cargo.toml")"
+    [ -n "$crate" ] || continue
+    for file in "$dir"/examples/*.rs "$dir"/examples/*/main.rs; do
+        [ -f "$file" ] || continue
+        case "$file" in
+            */main.rs) name="$(basename "$(dirname "$file")")" ;;
+            *) name="$(basename "$file" .rs)" ;;
+        esac
+        examples+=("$crate $name")
+    done
+done
+if [ "${#examples[@]}" -eq 0 ]; then
+    log "no examples found"
+else
+    start_throwaway_redis
+    export REDIS_URL="redis://127.0.0.1:$THROWAWAY_REDIS_PORT"
+    log "REDIS_URL=$REDIS_URL"
+    for entry in "${examples[@]}"; do
+        read -r crate name <<<"$entry"
+        STEP="example $name of $crate"
+        log "running example $name (crate $crate)"
+        timeout --kill-after=10s "${KEYLATCH_EXAMPLE_TIMEOUT:-300}" \
+            cargo run --locked -p "$crate" --example "$name"
+    done
+    stop_throwaway_redis
+    unset REDIS_URL
+    log "${#examples[@]} example(s) ran fine"
+fi
+
+STEP="summary"
+# Sum the "test result:" lines of both cargo test runs.
+read -r passed failed ignored < <(
+    sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed; \([0-9]*\) ignored.*/\1 \2 \3/p' "$TEST_LOG" |
+        awk '{ p += $1; f += $2; i += $3 } END { print p + 0, f + 0, i + 0 }'
+)
+printf '\n%s: all checks passed\n' "$SCRIPT_NAME"
+printf '%s: %s passed, %s failed, %s skipped\n' "$SCRIPT_NAME" "$passed" "$failed" "$ignored"
