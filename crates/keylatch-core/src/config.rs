@@ -238,6 +238,20 @@ mod tests {
     }
 
     #[test]
+    fn deserialises_with_readable_durations() {
+        let config: Config = serde_json::from_str(
+            r#"{"url": "redis://10.0.0.1:6380", "watchdog_timeout": "10s", "fallback_poll": 500}"#,
+        )
+        .unwrap();
+        assert_eq!(config.url, "redis://10.0.0.1:6380");
+        assert_eq!(config.watchdog_timeout, Duration::from_secs(10));
+        assert_eq!(config.fallback_poll, Duration::from_millis(500));
+        assert_eq!(config.connections, 2, "missing fields take their defaults");
+        assert!(serde_json::from_str::<Config>(r#"{"watchdog_timeout": "soon"}"#).is_err());
+        assert!(serde_json::from_str::<Config>(r#"{"colour": "blue"}"#).is_err());
+    }
+
+    #[test]
     fn bad_values_are_refused() {
         assert!(Config::builder().connections(0).build().is_err());
         assert!(
