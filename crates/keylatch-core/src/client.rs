@@ -116,8 +116,7 @@ impl Client {
         ));
         commands.warm_up().await?;
         let (hub, hub_task) = PubSubHub::start(redis_client, config.connect_timeout);
-        let (watchdog, watchdog_task) =
-            WatchdogRegistry::start(commands.clone(), config.renewal_interval());
+        let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone());
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: Uuid::new_v4(),

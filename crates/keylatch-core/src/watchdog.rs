@@ -47,8 +47,9 @@ pub enum Renewal {
 ///
 /// Registration happens before an acquire returns; a guard's unlock or drop deregisters it
 /// synchronously, so a renewal can never outlive its hold. One background task renews all
-/// watchdog-mode holds every `watchdog_timeout / 3`, with at most [`RENEWAL_BATCH`] keys per
-/// script call and all calls of a tick in one pipelined round trip.
+/// watchdog-mode holds every third of their lease (`watchdog_timeout / 3` for locks; other
+/// leases, such as a fair lock's waiter timeout, on their own cadence), with at most
+/// [`RENEWAL_BATCH`] keys per script call and all calls of a tick in one pipelined round trip.
 #[derive(Clone, Debug)]
 pub struct WatchdogRegistry {
     shared: Arc<Shared>,
@@ -57,6 +58,11 @@ pub struct WatchdogRegistry {
 #[derive(Debug, Default)]
 struct Shared {
     holds: Mutex<HashMap<HoldKey, HoldEntry>>,
+    /// The next renewal tick of each lease length in use (a hold is renewed every third of
+    /// its lease; holds with the same lease are renewed together).
+    schedule: Mutex<HashMap<Duration, Instant>>,
+    /// Woken when a new lease length appears, so the task reschedules.
+    rescheduled: tokio::sync::Notify,
     /// Background releases and undos not finished yet, per hold.
     pending: Mutex<HashMap<HoldKey, usize>>,
     settled: tokio::sync::Notify,
@@ -101,10 +107,9 @@ pub struct WatchdogStats {
 impl WatchdogRegistry {
     pub(crate) fn start(
         commands: Arc<Commands>,
-        interval: Duration,
     ) -> (WatchdogRegistry, tokio::task::JoinHandle<()>) {
         let shared = Arc::new(Shared::default());
-        let task = tokio::spawn(run(Arc::downgrade(&shared), commands, interval));
+        let task = tokio::spawn(run(Arc::downgrade(&shared), commands));
         (WatchdogRegistry { shared }, task)
     }
 
@@ -138,6 +143,11 @@ impl WatchdogRegistry {
             entry.watched += 1;
             entry.script = Some(script);
             entry.lease = lease;
+            let mut schedule = self.shared.schedule.lock().expect("watchdog lock");
+            if let std::collections::hash_map::Entry::Vacant(slot) = schedule.entry(lease) {
+                slot.insert(acquired_at + lease / 3);
+                self.shared.rescheduled.notify_one();
+            }
         }
         // A fresh acquisition set the key's expiry anew.
         entry.state.send_modify(|state| {
@@ -333,17 +343,50 @@ struct Pending {
     lease: Duration,
 }
 
-async fn run(shared: Weak<Shared>, commands: Arc<Commands>, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticker.tick().await;
+async fn run(shared: Weak<Shared>, commands: Arc<Commands>) {
     loop {
-        ticker.tick().await;
+        let next = {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let schedule = shared.schedule.lock().expect("watchdog lock");
+            schedule.values().min().copied()
+        };
+        let rescheduled = {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            async move { shared.rescheduled.notified().await }
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = rescheduled => continue,
+                }
+            }
+            None => rescheduled.await,
+        }
         let Some(shared) = shared.upgrade() else {
             return;
         };
         tick(&shared, &commands).await;
     }
+}
+
+/// The lease lengths whose tick is due now; their next tick is set a third of a lease later,
+/// and lease lengths no hold uses any more are dropped.
+fn due_leases(shared: &Shared, holds: &HashMap<HoldKey, HoldEntry>, now: Instant) -> Vec<Duration> {
+    let mut schedule = shared.schedule.lock().expect("watchdog lock");
+    schedule.retain(|lease, _| holds.values().any(|e| e.watched > 0 && e.lease == *lease));
+    let mut due = Vec::new();
+    for (lease, next) in schedule.iter_mut() {
+        if *next <= now {
+            due.push(*lease);
+            *next = now + *lease / 3;
+        }
+    }
+    due
 }
 
 async fn tick(shared: &Shared, commands: &Commands) {
@@ -362,10 +405,14 @@ async fn tick(shared: &Shared, commands: &Commands) {
             }
             true
         });
+        let due = due_leases(shared, &holds, now);
         for (key, entry) in holds.iter() {
             let Some(script) = entry.script.filter(|_| entry.watched > 0) else {
                 continue;
             };
+            if !due.contains(&entry.lease) {
+                continue;
+            }
             let pending = Pending {
                 key: key.clone(),
                 id: entry.id,
