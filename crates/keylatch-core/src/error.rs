@@ -44,6 +44,31 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// A reader asked for the write lock of the same read-write lock: waiting would deadlock
+    /// (it would wait for its own read hold to end). Nothing was changed.
+    #[error(
+        "lock {name:?}: a read holder cannot take the write lock (release the read lock first)"
+    )]
+    UpgradeRefused {
+        /// The lock name.
+        name: String,
+    },
+    /// A permit count is zero, negative, larger than the semaphore could ever hold, or would
+    /// overflow it. Nothing was changed.
+    #[error("invalid permit count: {reason}")]
+    InvalidPermits {
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A permit id that this semaphore never issued, or whose lease already ended. Nothing was
+    /// changed.
+    #[error("permit {id:?} of semaphore {name:?} is unknown or expired")]
+    UnknownPermit {
+        /// The semaphore name.
+        name: String,
+        /// The permit id.
+        id: String,
+    },
     /// A key keylatch needs holds a value of another type (Redis `WRONGTYPE`). Nothing was
     /// changed.
     #[error("key {key:?} holds a value of the wrong type for this primitive")]

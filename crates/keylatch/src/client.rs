@@ -3,7 +3,10 @@
 use std::ops::Deref;
 
 use keylatch_core::{Config, LuaScript, Result};
+use keylatch_fair::FairLock;
 use keylatch_reentrant::ReentrantLock;
+use keylatch_rwlock::RwLock;
+use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
 
 /// A connection to Redis, and the factory of every keylatch primitive. Cheap to clone.
 ///
@@ -24,7 +27,11 @@ pub struct Client {
 
 /// Every script of every primitive, preloaded at connect.
 fn all_scripts() -> Vec<&'static LuaScript> {
-    keylatch_reentrant::SCRIPTS.to_vec()
+    let mut scripts = keylatch_reentrant::SCRIPTS.to_vec();
+    scripts.extend_from_slice(keylatch_fair::SCRIPTS);
+    scripts.extend_from_slice(keylatch_rwlock::SCRIPTS);
+    scripts.extend_from_slice(keylatch_semaphore::SCRIPTS);
+    scripts
 }
 
 impl Client {
@@ -61,6 +68,26 @@ impl Client {
     /// The reentrant lock `name` (see [`ReentrantLock`]).
     pub fn lock(&self, name: &str) -> ReentrantLock {
         ReentrantLock::new(&self.core, name)
+    }
+
+    /// The fair (FIFO) lock `name` (see [`FairLock`]).
+    pub fn fair_lock(&self, name: &str) -> FairLock {
+        FairLock::new(&self.core, name)
+    }
+
+    /// The read-write lock `name` (see [`RwLock`]).
+    pub fn rw_lock(&self, name: &str) -> RwLock {
+        RwLock::new(&self.core, name)
+    }
+
+    /// The counting semaphore `name` (see [`Semaphore`]).
+    pub fn semaphore(&self, name: &str) -> Semaphore {
+        Semaphore::new(&self.core, name)
+    }
+
+    /// The permit-expirable semaphore `name` (see [`PermitExpirableSemaphore`]).
+    pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(&self.core, name)
     }
 
     /// The lower-level client.

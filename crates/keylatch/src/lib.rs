@@ -65,7 +65,10 @@ pub use keylatch_core::{
     AcquireOptions, ClientStats, Config, ConfigBuilder, DistributedLock, Error, LockGuard,
     MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, redis,
 };
+pub use keylatch_fair::FairLock;
 pub use keylatch_reentrant::ReentrantLock;
+pub use keylatch_rwlock::RwLock;
+pub use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
 
 /// The core crate, for the lower-level parts.
 pub use keylatch_core as core;

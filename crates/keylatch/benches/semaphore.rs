@@ -1,0 +1,2 @@
+//! Benchmark. (Being built.)
+fn main() {}

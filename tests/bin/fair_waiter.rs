@@ -1,0 +1,2 @@
+//! A child process for crash tests. (Being built.)
+fn main() {}
