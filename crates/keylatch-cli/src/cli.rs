@@ -1,0 +1,110 @@
+//! The command line, as clap types.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Run commands under Redis-backed distributed locks, across a whole fleet.
+///
+/// Exit codes of `keylatch run`: the command's own; 75 when the lock was not acquired within
+/// --wait; 76 when the lock was lost while the command ran; 64 for bad arguments; 69 when Redis
+/// cannot be reached; 70 for any other error.
+#[derive(Debug, Parser)]
+#[command(name = "keylatch", version, about, long_about = None)]
+pub struct Cli {
+    /// Redis URL [default: KEYLATCH_REDIS_URL, then REDIS_URL, then redis://127.0.0.1:6379]
+    #[arg(long, global = true, value_name = "URL")]
+    pub redis: Option<String>,
+
+    /// Print tracing output on stderr (-v: debug, -vv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Acquire a lock, run a command while holding it, release it when the command exits.
+    Run(RunArgs),
+    /// Show who holds a lock, the fair queue, read holders or semaphore permits.
+    Inspect(InspectArgs),
+}
+
+/// `keylatch run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lock name.
+    pub name: String,
+
+    /// Use the fair (FIFO) lock.
+    #[arg(long, group = "primitive")]
+    pub fair: bool,
+
+    /// Take the read side of the read-write lock (readers share).
+    #[arg(long, group = "primitive")]
+    pub read: bool,
+
+    /// Take the write side of the read-write lock (excludes readers and writers).
+    #[arg(long, group = "primitive")]
+    pub write: bool,
+
+    /// Take one permit of the permit-expirable semaphore with this many permits (set when
+    /// the semaphore does not exist yet).
+    #[arg(long, group = "primitive", value_name = "PERMITS")]
+    pub semaphore: Option<u32>,
+
+    /// Give up after this long (exit 75); without it, wait as long as it takes. `0s` tries
+    /// once.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+
+    /// A fixed lease: the lock ends after it, even if the command still runs.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, conflicts_with = "watchdog")]
+    pub lease: Option<Duration>,
+
+    /// Watchdog mode (the default) with this timeout: renewed every third of it while the
+    /// command runs; if keylatch dies, the lock frees within it [default: 30s].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub watchdog: Option<Duration>,
+
+    /// What to do when the lock is lost while the command runs: `kill` sends SIGTERM (SIGKILL
+    /// after --grace) and exits 76; `ignore` lets it finish.
+    #[arg(long, value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
+    pub on_lost: OnLost,
+
+    /// How long a command gets to exit after SIGTERM before SIGKILL.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    pub grace: Duration,
+
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// What `run` does when the lock is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnLost {
+    /// SIGTERM the command, then SIGKILL after the grace period; exit 76.
+    Kill,
+    /// Let the command finish; exit with its code.
+    Ignore,
+}
+
+/// `keylatch inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The lock, read-write lock or semaphore name.
+    pub name: String,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses `500ms`, `10s`, `1m 30s` (humantime).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 500ms, 10s, 2m)"))
+}

@@ -1,0 +1,242 @@
+//! `keylatch inspect`: what the keys of a name say, read with plain commands.
+
+use keylatch::core::{prefixed, suffixed, validate_name};
+use keylatch::redis::{self, AsyncCommands, aio::ConnectionLike};
+use keylatch::{Client, Config};
+use serde_json::{Value, json};
+
+use crate::cli::InspectArgs;
+use crate::failure::Failure;
+
+/// Prints what holds `args.name`.
+pub async fn inspect(url: &str, args: InspectArgs) -> Result<(), Failure> {
+    validate_name(&args.name)?;
+    let client = Client::connect_with(Config::builder().url(url).build()?).await?;
+    let mut conn = client.pool_connection().await?;
+    let report = describe(&mut conn, &args.name).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        print_text(&report);
+    }
+    Ok(())
+}
+
+async fn key_type<C: ConnectionLike + Send + Sync>(
+    conn: &mut C,
+    key: &str,
+) -> Result<String, Failure> {
+    let kind: String = redis::cmd("TYPE")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .map_err(keylatch::Error::from)?;
+    Ok(kind)
+}
+
+/// Milliseconds left on a key: `None` without an expiry or when missing.
+async fn pttl<C: ConnectionLike + Send + Sync>(
+    conn: &mut C,
+    key: &str,
+) -> Result<Option<i64>, Failure> {
+    let ms: i64 = conn.pttl(key).await.map_err(keylatch::Error::from)?;
+    Ok((ms >= 0).then_some(ms))
+}
+
+async fn server_millis<C: ConnectionLike + Send + Sync>(conn: &mut C) -> Result<i64, Failure> {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME")
+        .query_async(conn)
+        .await
+        .map_err(keylatch::Error::from)?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+/// Reads every key a primitive named `name` may use and says which primitive it is.
+pub async fn describe<C: ConnectionLike + Send + Sync>(
+    conn: &mut C,
+    name: &str,
+) -> Result<Value, Failure> {
+    let redis_err = keylatch::Error::from;
+    let now = server_millis(conn).await?;
+    let mut report = json!({ "name": name });
+    let token_key = prefixed("redisson_lock_token", name);
+    let token: Option<u64> = conn.get(&token_key).await.map_err(redis_err)?;
+    if let Some(token) = token {
+        report["fencing_token"] = json!(token);
+    }
+    let queue_key = prefixed("redisson_lock_queue", name);
+    let timeout_key = prefixed("redisson_lock_timeout", name);
+    let queue: Vec<String> = if key_type(conn, &queue_key).await? == "list" {
+        conn.lrange(&queue_key, 0, -1).await.map_err(redis_err)?
+    } else {
+        Vec::new()
+    };
+    match key_type(conn, name).await?.as_str() {
+        "hash" => {
+            let fields: Vec<(String, String)> = conn.hgetall(name).await.map_err(redis_err)?;
+            report["ttl_ms"] = json!(pttl(conn, name).await?);
+            report["locked"] = json!(true);
+            if let Some((_, mode)) = fields.iter().find(|(f, _)| f == "mode") {
+                report["primitive"] = json!("rwlock");
+                report["mode"] = json!(mode);
+                let mut readers = Vec::new();
+                let mut writers = Vec::new();
+                for (field, count) in fields.iter().filter(|(f, _)| f != "mode") {
+                    let count: u64 = count.parse().unwrap_or(0);
+                    if let Some(owner) = field.strip_suffix(":write") {
+                        writers.push(json!({ "owner": owner, "count": count }));
+                        continue;
+                    }
+                    let mut holds = Vec::new();
+                    for n in 1..=count {
+                        let key = suffixed(name, &format!("{field}:rwlock_timeout:{n}"));
+                        holds.push(json!({ "key": key, "ttl_ms": pttl(conn, &key).await? }));
+                    }
+                    readers.push(json!({ "owner": field, "count": count, "holds": holds }));
+                }
+                report["readers"] = json!(readers);
+                report["writers"] = json!(writers);
+            } else {
+                report["primitive"] = json!(if queue.is_empty() {
+                    "reentrant"
+                } else {
+                    "fair"
+                });
+                report["holders"] = json!(
+                    fields
+                        .iter()
+                        .map(|(owner, count)| json!({
+                            "owner": owner,
+                            "count": count.parse::<u64>().unwrap_or(0),
+                        }))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+        "string" => {
+            let available: Option<String> = conn.get(name).await.map_err(redis_err)?;
+            let available = available.and_then(|v| v.parse::<i64>().ok());
+            let permits_key = suffixed(name, "timeout");
+            report["available_permits"] = json!(available);
+            if key_type(conn, &permits_key).await? == "zset" {
+                report["primitive"] = json!("permit_expirable_semaphore");
+                let permits: Vec<(String, i64)> = conn
+                    .zrange_withscores(&permits_key, 0, -1)
+                    .await
+                    .map_err(redis_err)?;
+                report["permits"] = json!(
+                    permits
+                        .iter()
+                        .map(|(id, expiry)| json!({ "id": id, "expires_in_ms": expiry - now }))
+                        .collect::<Vec<_>>()
+                );
+            } else {
+                report["primitive"] = json!("semaphore");
+            }
+        }
+        "none" => {
+            report["locked"] = json!(false);
+            report["primitive"] = json!(if queue.is_empty() { "none" } else { "fair" });
+        }
+        other => {
+            report["primitive"] = json!("unknown");
+            report["redis_type"] = json!(other);
+        }
+    }
+    if !queue.is_empty() {
+        let mut waiters = Vec::new();
+        for id in &queue {
+            let deadline: Option<i64> = conn.zscore(&timeout_key, id).await.map_err(redis_err)?;
+            waiters.push(json!({ "waiter": id, "deadline_in_ms": deadline.map(|d| d - now) }));
+        }
+        report["queue"] = json!(waiters);
+    }
+    Ok(report)
+}
+
+fn print_text(report: &Value) {
+    let name = report["name"].as_str().unwrap_or_default();
+    let primitive = report["primitive"].as_str().unwrap_or("none");
+    let ttl = |v: &Value| match v.as_i64() {
+        Some(ms) => format!("{ms} ms left"),
+        None => "no expiry".to_owned(),
+    };
+    match primitive {
+        "none" => println!("{name}: free (no keys)"),
+        "reentrant" | "fair" => {
+            println!("{name}: {primitive} lock");
+            if report["locked"] == json!(true) {
+                println!("  lease: {}", ttl(&report["ttl_ms"]));
+            } else {
+                println!("  free");
+            }
+            for holder in report["holders"].as_array().into_iter().flatten() {
+                println!(
+                    "  holder {} (hold count {})",
+                    holder["owner"].as_str().unwrap_or(""),
+                    holder["count"]
+                );
+            }
+        }
+        "rwlock" => {
+            println!(
+                "{name}: read-write lock, mode {}",
+                report["mode"].as_str().unwrap_or("?")
+            );
+            println!("  lease: {}", ttl(&report["ttl_ms"]));
+            for writer in report["writers"].as_array().into_iter().flatten() {
+                println!(
+                    "  writer {} (hold count {})",
+                    writer["owner"].as_str().unwrap_or(""),
+                    writer["count"]
+                );
+            }
+            for reader in report["readers"].as_array().into_iter().flatten() {
+                println!(
+                    "  reader {} (hold count {})",
+                    reader["owner"].as_str().unwrap_or(""),
+                    reader["count"]
+                );
+                for hold in reader["holds"].as_array().into_iter().flatten() {
+                    println!(
+                        "    {}: {}",
+                        hold["key"].as_str().unwrap_or(""),
+                        ttl(&hold["ttl_ms"])
+                    );
+                }
+            }
+        }
+        "semaphore" | "permit_expirable_semaphore" => {
+            println!("{name}: {}", primitive.replace('_', " "));
+            println!("  available permits: {}", report["available_permits"]);
+            for permit in report["permits"].as_array().into_iter().flatten() {
+                println!(
+                    "  permit {} expires in {} ms",
+                    permit["id"].as_str().unwrap_or(""),
+                    permit["expires_in_ms"]
+                );
+            }
+        }
+        other => println!(
+            "{name}: holds a {} that is no keylatch primitive",
+            report["redis_type"].as_str().unwrap_or(other)
+        ),
+    }
+    if let Some(queue) = report["queue"].as_array() {
+        println!("  queue ({} waiting):", queue.len());
+        for (i, waiter) in queue.iter().enumerate() {
+            println!(
+                "    {}. {} (deadline in {} ms)",
+                i + 1,
+                waiter["waiter"].as_str().unwrap_or(""),
+                waiter["deadline_in_ms"]
+            );
+        }
+    }
+    if let Some(token) = report["fencing_token"].as_u64() {
+        println!("  last fencing token: {token}");
+    }
+}

@@ -1,0 +1,75 @@
+//! `keylatch`: run a command under a Redis-backed distributed lock, inspect locks.
+//!
+//! ```text
+//! keylatch run nightly-report -- ./report.sh          # one node at a time
+//! keylatch run --wait 10s --fair jobs -- ./job.sh     # FIFO, give up after 10 s (exit 75)
+//! keylatch run --semaphore 3 encoders -- ffmpeg ...   # at most 3 at once, fleet-wide
+//! keylatch inspect nightly-report --json
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod cli;
+mod failure;
+mod inspect;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::failure::{EX_SOFTWARE, EX_USAGE};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { EX_USAGE } else { 0 });
+        }
+    };
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("keylatch: cannot start the async runtime: {err}");
+            return ExitCode::from(EX_SOFTWARE);
+        }
+    };
+    let url = cli
+        .redis
+        .clone()
+        .unwrap_or_else(keylatch::core::url_from_env);
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => run::run(&url, args).await,
+            Command::Inspect(args) => inspect::inspect(&url, args).await.map(|()| 0),
+        }
+    });
+    // Background releases were awaited by the commands; do not wait for stray tasks.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("keylatch: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let level = match verbose {
+        0 => return,
+        1 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
+}

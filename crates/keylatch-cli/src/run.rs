@@ -1,0 +1,164 @@
+//! `keylatch run`: hold a lock for as long as a command runs.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch::{AcquireOptions, Client, Config, DistributedLock, Error, LockGuard};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cli::{OnLost, RunArgs};
+use crate::failure::{EX_LOST, EX_SOFTWARE, EX_TEMPFAIL, Failure};
+
+/// Runs `args.command` under the lock and returns the exit code.
+pub async fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
+    let mut config = Config::builder().url(url);
+    if let Some(watchdog) = args.watchdog {
+        config = config.watchdog_timeout(watchdog);
+    }
+    let client = Client::connect_with(config.build()?).await?;
+    let lock = lock_for(&client, &args).await?;
+    let mut options = AcquireOptions::new();
+    if let Some(wait) = args.wait {
+        options = options.with_wait(wait);
+    }
+    if let Some(lease) = args.lease {
+        options = options.with_lease(lease);
+    }
+
+    let acquire = lock.acquire(options);
+    let guard = tokio::select! {
+        acquired = acquire => acquired?,
+        () = interrupted() => return Ok(130),
+    };
+    let Some(guard) = guard else {
+        return Err(Failure::new(
+            EX_TEMPFAIL,
+            format!(
+                "could not acquire {:?} within {}",
+                args.name,
+                humantime::format_duration(args.wait.unwrap_or_default())
+            ),
+        ));
+    };
+    tracing::debug!(lock = %args.name, token = ?guard.fencing_token(), "acquired");
+
+    let child = match Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(err) => {
+            release(guard, &args.name).await;
+            let code = if err.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            return Err(Failure::new(
+                code,
+                format!("cannot run {:?}: {err}", args.command[0]),
+            ));
+        }
+    };
+    let outcome = supervise(child, &guard, &args).await;
+    release(guard, &args.name).await;
+    outcome
+}
+
+/// The lock handle for the primitive the flags chose.
+async fn lock_for(client: &Client, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, Failure> {
+    if args.fair || args.read || args.write || args.semaphore.is_some() {
+        return Err(Failure::new(
+            EX_SOFTWARE,
+            "this primitive is not available in this build yet",
+        ));
+    }
+    Ok(Arc::new(client.lock(&args.name)))
+}
+
+/// Waits for the child, forwarding SIGINT/SIGTERM to it and acting on a lost lock.
+async fn supervise(mut child: Child, guard: &LockGuard, args: &RunArgs) -> Result<u8, Failure> {
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    let mut sigint = signal(SignalKind::interrupt()).map_err(internal)?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(internal)?;
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let mut watching = true;
+    loop {
+        tokio::select! {
+            status = child.wait() => return Ok(exit_code(status.map_err(internal)?)),
+            _ = sigint.recv() => forward(pid, Signal::SIGINT),
+            _ = sigterm.recv() => forward(pid, Signal::SIGTERM),
+            () = &mut lost, if watching => {
+                eprintln!("keylatch: lost the lock {:?} while the command ran", args.name);
+                if args.on_lost == OnLost::Ignore {
+                    watching = false;
+                    continue;
+                }
+                terminate(&mut child, pid, args.grace).await;
+                return Ok(EX_LOST);
+            }
+        }
+    }
+}
+
+/// SIGTERM, then SIGKILL after `grace`.
+async fn terminate(child: &mut Child, pid: Option<Pid>, grace: Duration) {
+    forward(pid, Signal::SIGTERM);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+fn forward(pid: Option<Pid>, sig: Signal) {
+    if let Some(pid) = pid {
+        let _ = kill(pid, sig);
+    }
+}
+
+/// Completes on SIGINT or SIGTERM (while waiting for the lock).
+async fn interrupted() {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The shell's convention: the exit code, or 128 + the signal that ended the process.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+        (None, None) => 1,
+    }
+}
+
+async fn release(guard: LockGuard, name: &str) {
+    match guard.unlock().await {
+        Ok(()) | Err(Error::NotHeld { .. }) => {}
+        Err(err) => eprintln!(
+            "keylatch: releasing {name:?} failed ({}); its lease ends it",
+            Failure::from(err).message
+        ),
+    }
+}
+
+fn internal(err: std::io::Error) -> Failure {
+    Failure::new(EX_SOFTWARE, err.to_string())
+}
