@@ -1,0 +1,54 @@
+//! Helpers for the CLI tests: the binary, a server, a scratch dir.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use keylatch_testkit::RedisServer;
+
+pub fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)")
+}
+
+/// `keylatch --redis URL ARGS...`, ready to spawn.
+pub fn keylatch(server: &RedisServer, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
+    cmd.arg("--redis").arg(server.url()).args(args);
+    cmd.env_remove("REDIS_URL").env_remove("KEYLATCH_REDIS_URL");
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+pub fn output(server: &RedisServer, args: &[&str]) -> Output {
+    keylatch(server, args).output().expect("run keylatch")
+}
+
+/// A fresh scratch directory.
+pub fn scratch(prefix: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "keylatch-cli-{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A shell command that enters a critical section detected with `mkdir` (atomic: it fails
+/// when another process is inside), stays `millis`, appends `tag` to `log`, and leaves.
+/// Exits 99 on overlap.
+pub fn critical_section(dir: &std::path::Path, tag: &str, millis: u64) -> String {
+    let inside = dir.join("inside");
+    let log = dir.join("log");
+    format!(
+        "mkdir {inside} 2>/dev/null || {{ echo overlap >> {overlaps}; exit 99; }}; \
+         echo {tag} >> {log}; sleep {secs}; rmdir {inside}",
+        inside = inside.display(),
+        overlaps = dir.join("overlaps").display(),
+        log = log.display(),
+        secs = millis as f64 / 1000.0,
+    )
+}

@@ -1,0 +1,205 @@
+//! `keylatch run`: exclusion across processes, exit codes, a killed holder.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{critical_section, keylatch, output, scratch, server};
+
+#[test]
+fn two_runs_never_overlap_and_both_finish() {
+    let server = server();
+    let dir = scratch("exclusion");
+    let rounds = 8;
+    let spawn = |tag: &'static str| {
+        let dir = dir.clone();
+        let url_server = &server;
+        let mut children = Vec::new();
+        for _ in 0..rounds {
+            children.push(
+                keylatch(
+                    url_server,
+                    &[
+                        "run",
+                        "cli-exclusion",
+                        "--",
+                        "sh",
+                        "-c",
+                        &critical_section(&dir, tag, 30),
+                    ],
+                )
+                .spawn()
+                .unwrap(),
+            );
+        }
+        children
+    };
+    let mut children = spawn("a");
+    children.extend(spawn("b"));
+    for mut child in children {
+        let status = child.wait().unwrap();
+        assert!(status.success(), "a run failed: {status}");
+    }
+    let log = std::fs::read_to_string(dir.join("log")).unwrap();
+    assert_eq!(log.lines().count(), 2 * rounds, "every command ran once");
+    assert!(!dir.join("overlaps").exists(), "two commands overlapped");
+}
+
+#[test]
+fn exit_codes_follow_the_contract() {
+    let server = server();
+    // The command's own code.
+    let out = output(&server, &["run", "cli-codes", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3));
+    // 64 on bad arguments.
+    for args in [
+        vec!["run", "--bogus", "cli-codes", "--", "true"],
+        vec!["run", "cli-codes"],
+        vec!["run", "--lease", "soon", "cli-codes", "--", "true"],
+        vec![
+            "run",
+            "--lease",
+            "1s",
+            "--watchdog",
+            "1s",
+            "cli-codes",
+            "--",
+            "true",
+        ],
+        vec!["run", "", "--", "true"],
+    ] {
+        let out = output(&server, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // 75 when --wait passes: hold it from another run.
+    let mut holder = keylatch(&server, &["run", "cli-codes", "--", "sleep", "3"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let out = output(
+        &server,
+        &["run", "--wait", "200ms", "cli-codes", "--", "true"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("could not acquire"));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // 69 when Redis cannot be reached.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keylatch"))
+        .args(["--redis", "redis://127.0.0.1:1", "run", "x", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("redis://127.0.0.1:1"));
+}
+
+#[test]
+fn lost_lock_terminates_the_command_with_76() {
+    let server = server();
+    let dir = scratch("lost");
+    let marker = dir.join("finished");
+    let script = format!("sleep 10; touch {}", marker.display());
+    let started = Instant::now();
+    let child = keylatch(
+        &server,
+        &[
+            "run",
+            "--watchdog",
+            "900ms",
+            "cli-lost",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        server.cli(&["DEL", "cli-lost"]).unwrap(),
+        "1",
+        "the lock was held"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(76));
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "the command was not stopped"
+    );
+    assert!(!marker.exists(), "the command ran to the end");
+}
+
+#[test]
+fn killed_holder_frees_the_lock_within_its_watchdog_timeout() {
+    let server = server();
+    let mut holder = keylatch(
+        &server,
+        &["run", "--watchdog", "1s", "cli-killed", "--", "sleep", "30"],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        server.cli(&["EXISTS", "cli-killed"]).unwrap(),
+        "1",
+        "held and renewed"
+    );
+    holder.kill().unwrap(); // SIGKILL: no release
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    let out = output(
+        &server,
+        &["run", "--wait", "2s", "cli-killed", "--", "true"],
+    );
+    println!(
+        "acquired {:?} after the holder was killed",
+        killed.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "not acquired within 2 s: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn sigterm_is_forwarded_and_the_lock_released() {
+    let server = server();
+    let mut child = keylatch(&server, &["run", "cli-signal", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(server.cli(&["EXISTS", "cli-signal"]).unwrap(), "1");
+    nix_kill(child.id(), "TERM");
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "the command ended by SIGTERM"
+    );
+    assert_eq!(
+        server.cli(&["EXISTS", "cli-signal"]).unwrap(),
+        "0",
+        "the lock was released"
+    );
+}
+
+fn nix_kill(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
