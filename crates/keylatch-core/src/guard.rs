@@ -148,8 +148,9 @@ impl LockGuard {
     /// it was force-unlocked) — nothing is changed then; Redis errors.
     ///
     /// # Cancel safety
-    /// The watchdog stops renewing at once. If the future is dropped before the reply, or the
-    /// reply is lost, a background task makes sure the release happens exactly once.
+    /// The watchdog stops renewing at once. If the reply is lost, the release is settled with a
+    /// conditional undo (so it happens exactly once) and `unlock` succeeds once that is done; if
+    /// the future is dropped before the reply, a background task does the same.
     pub async fn unlock(mut self) -> Result<()> {
         let Some(mut inner) = self.inner.take() else {
             return Ok(());
@@ -163,12 +164,15 @@ impl LockGuard {
             &inner.hold,
         );
         inner.hold.release();
-        let result = inner.release.release(self.owner).await;
-        match &result {
-            Err(err) if err.is_ambiguous() => undo.run_now().await,
-            _ => undo.disarm(),
+        match inner.release.release(self.owner).await {
+            // The reply was lost: the release may or may not have run. The undo releases only
+            // if it did not, so once it succeeds the hold has been released exactly once.
+            Err(err) if err.is_ambiguous() => undo.run_now().await.map_err(|_| err),
+            result => {
+                undo.disarm();
+                result
+            }
         }
-        result
     }
 }
 
@@ -232,12 +236,21 @@ impl UndoGuard {
         self.armed = None;
     }
 
-    /// Undoes now, and waits; falls back to the background if this fails too.
-    pub async fn run_now(mut self) {
-        let Some(job) = self.armed.take() else { return };
+    /// Undoes now, and waits; if this fails too, the undo goes on in the background and the
+    /// error is returned.
+    ///
+    /// # Errors
+    /// The undo's own error (it is then retried in the background).
+    pub async fn run_now(mut self) -> Result<()> {
+        let Some(job) = self.armed.take() else {
+            return Ok(());
+        };
         match job.release.release_if_count(job.owner, job.expected).await {
-            Ok(()) => {}
-            Err(_) => drop(UndoGuard { armed: Some(job) }),
+            Ok(()) => Ok(()),
+            Err(err) => {
+                drop(UndoGuard { armed: Some(job) });
+                Err(err)
+            }
         }
     }
 }

@@ -173,7 +173,9 @@ pub enum Attempt<T> {
 /// `channel` *before* retrying, then retry whenever a message arrives, the holder's lease
 /// ends, or the jittered fallback poll passes, until `deadline` (`None`: forever).
 ///
-/// Returns `Ok(None)` when the deadline passed first.
+/// Returns `Ok(None)` when the deadline passed first. Transient failures (`is_ambiguous`)
+/// are retried with back-off, up to 8 in a row, while the deadline allows; `attempt` must have
+/// undone its own effect before returning one.
 ///
 /// # Cancel safety
 /// Cancel safe if `attempt` is: the subscription is released on drop.
@@ -188,7 +190,8 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
 {
-    let mut remaining = match attempt().await? {
+    let mut failures = 0;
+    let mut remaining = match retrying(&mut attempt, deadline, &mut failures).await? {
         Attempt::Done(value) => return Ok(Some(value)),
         Attempt::Retry(remaining) => remaining,
     };
@@ -202,7 +205,7 @@ where
         tokio::pin!(notified);
         notified.as_mut().enable();
         // The first retry happens right after subscribing: a release may have come before.
-        match attempt().await? {
+        match retrying(&mut attempt, deadline, &mut failures).await? {
             Attempt::Done(value) => return Ok(Some(value)),
             Attempt::Retry(r) => remaining = r.or(remaining),
         }
@@ -219,6 +222,41 @@ where
         }
         let _ = tokio::time::timeout_at(until, notified).await;
         remaining = None;
+    }
+}
+
+/// How many transient failures in a row an acquire rides out before it reports the error.
+const TRANSIENT_RETRIES: u32 = 8;
+
+/// One attempt; a transient failure (connection lost, reply timed out — the attempt has already
+/// undone whatever it may have done) is retried after a short back-off while the deadline allows,
+/// so a killed connection or a failover does not fail a waiting acquire.
+async fn retrying<T, F, Fut>(
+    attempt: &mut F,
+    deadline: Option<Instant>,
+    failures: &mut u32,
+) -> Result<Attempt<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    loop {
+        match attempt().await {
+            Err(err) if err.is_ambiguous() && *failures < TRANSIENT_RETRIES => {
+                *failures += 1;
+                let backoff = Duration::from_millis(10 << (*failures).min(5));
+                if deadline.is_some_and(|d| d <= Instant::now() + backoff) {
+                    return Err(err);
+                }
+                tracing::debug!(error = %err, "transient failure; retrying the acquire");
+                tokio::time::sleep(backoff).await;
+            }
+            Err(err) => return Err(err),
+            Ok(outcome) => {
+                *failures = 0;
+                return Ok(outcome);
+            }
+        }
     }
 }
 

@@ -446,8 +446,15 @@ async fn tick(shared: &Shared, commands: &Commands) {
     shared
         .renew_calls
         .fetch_add(calls.len() as u64, Ordering::Relaxed);
-    let sent_at = Instant::now();
-    let Ok(replies) = commands.eval_batch(&calls).await else {
+    let mut sent_at = Instant::now();
+    let mut outcome = commands.eval_batch(&calls).await;
+    if outcome.as_ref().is_err_and(|e| e.is_ambiguous()) {
+        // The connection broke (a restart, a killed connection): it has been discarded; try
+        // once more on a fresh one, so a lost hold is still noticed within this interval.
+        sent_at = Instant::now();
+        outcome = commands.eval_batch(&calls).await;
+    }
+    let Ok(replies) = outcome else {
         // Nothing renewed: the local deadlines run on, and the next tick marks expired holds
         // lost (each guard also sees its own deadline pass).
         return;

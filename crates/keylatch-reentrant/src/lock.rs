@@ -217,7 +217,9 @@ impl ReentrantLock {
                 reply
             }
             Err(err) if err.is_ambiguous() => {
-                undo.run_now().await;
+                // If the undo fails too it goes on in the background, and the next attempt
+                // waits for it (`settled`), so a retry never races it.
+                let _ = undo.run_now().await;
                 return Err(err);
             }
             Err(err) => {
