@@ -31,6 +31,10 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! A [`FaultProxy`] sits between a client and a server and injects network faults on
+//! demand: delays, a blackhole, replies dropped after the request was applied, reset
+//! connections, refused connections.
+//!
 //! # Requirements
 //!
 //! `redis-server` must be on `PATH`; `./scripts/setup.sh` installs it. Use
@@ -43,10 +47,12 @@
 //! tiny `sh` watchdog that kills it within about a second of the test
 //! process exiting. Its temporary directory stays behind in that case.
 
+mod proxy;
 mod resp;
 mod server;
 mod support;
 
+pub use proxy::{Fault, FaultProxy};
 pub use server::{RedisServer, RedisServerBuilder};
 
 use std::path::Path;
