@@ -2,6 +2,9 @@
 //! clients with short timeouts, raw connections for checking the keyspace.
 #![allow(missing_docs)]
 
+pub mod checker;
+pub mod workers;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -99,4 +102,18 @@ pub async fn server_channels(conn: &mut redis::aio::MultiplexedConnection, needl
         .await
         .expect("pubsub channels");
     channels.len()
+}
+
+/// Whether the long versions of the suites run (`scripts/test.sh --full` sets
+/// `KEYLATCH_FULL=1`).
+pub fn full() -> bool {
+    std::env::var_os("KEYLATCH_FULL").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Wall-clock time in µs (the worker processes log the same clock).
+pub fn now_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros()
 }

@@ -245,11 +245,20 @@ impl UndoGuard {
         let Some(job) = self.armed.take() else {
             return Ok(());
         };
-        match job.release.release_if_count(job.owner, job.expected).await {
-            Ok(()) => Ok(()),
-            Err(err) => {
-                drop(UndoGuard { armed: Some(job) });
-                Err(err)
+        // The undo is conditional, so repeating it is safe: once it has run, the count no
+        // longer matches. Connections killed together fail together; a few tries ride that out.
+        let mut tries = 0;
+        loop {
+            match job.release.release_if_count(job.owner, job.expected).await {
+                Ok(()) => return Ok(()),
+                Err(err) if err.is_ambiguous() && tries < 3 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;
+                }
+                Err(err) => {
+                    drop(UndoGuard { armed: Some(job) });
+                    return Err(err);
+                }
             }
         }
     }
