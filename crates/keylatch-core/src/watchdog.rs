@@ -455,6 +455,15 @@ async fn tick(shared: &Shared, commands: &Commands) {
         outcome = commands.eval_batch(&calls).await;
     }
     let Ok(replies) = outcome else {
+        // Try again soon rather than a whole third of a lease later: the hold's local
+        // deadline is running.
+        let retry_at = Instant::now();
+        let mut schedule = shared.schedule.lock().expect("watchdog lock");
+        for (_, lease, _) in &groups {
+            if let Some(next) = schedule.get_mut(lease) {
+                *next = retry_at + (*lease / 12).max(Duration::from_millis(10));
+            }
+        }
         // Nothing renewed: the local deadlines run on, and the next tick marks expired holds
         // lost (each guard also sees its own deadline pass).
         return;

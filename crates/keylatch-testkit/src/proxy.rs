@@ -60,11 +60,11 @@ impl FaultProxy {
     /// When no loopback port can be bound or the thread cannot start.
     pub fn start(upstream_port: u16) -> io::Result<FaultProxy> {
         let upstream = SocketAddr::from(([127, 0, 0, 1], upstream_port));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0"))?;
-        let addr = listener.local_addr()?;
+        // Bound here, so the port is known at once; served by a runtime of the proxy's own
+        // thread, so this works from synchronous code and from inside a tokio runtime alike.
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
         let fault = Arc::new(watch::channel(Fault::Pass).0);
         let resets = Arc::new(watch::channel(0u64).0);
         let stop = Arc::new(watch::channel(false).0);
@@ -79,7 +79,16 @@ impl FaultProxy {
         let thread = std::thread::Builder::new()
             .name(format!("fault-proxy-{}", addr.port()))
             .spawn(move || {
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
                 runtime.block_on(async move {
+                    let Ok(listener) = TcpListener::from_std(std_listener) else {
+                        return;
+                    };
                     tokio::select! {
                         () = accept_loop(listener, state) => {}
                         _ = stopped.wait_for(|s| *s) => {}
