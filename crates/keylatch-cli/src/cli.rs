@@ -31,6 +31,8 @@ pub enum Command {
     Run(RunArgs),
     /// Show who holds a lock, the fair queue, read holders or semaphore permits.
     Inspect(InspectArgs),
+    /// Measure the primitives against a raw EVALSHA round trip on this Redis.
+    Bench(BenchArgs),
 }
 
 /// `keylatch run`.
@@ -107,4 +109,16 @@ pub struct InspectArgs {
 /// Parses `500ms`, `10s`, `1m 30s` (humantime).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 500ms, 10s, 2m)"))
+}
+
+/// `keylatch bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Operations per scenario.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
+    pub ops: u32,
 }

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod bench;
 mod cli;
 mod failure;
 mod inspect;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(&url, args).await,
             Command::Inspect(args) => inspect::inspect(&url, args).await.map(|()| 0),
+            Command::Bench(args) => bench::bench(&url, args).await.map(|()| 0),
         }
     });
     // Background releases were awaited by the commands; do not wait for stray tasks.
