@@ -112,3 +112,56 @@ pub fn accepted_writes(events: &[Event]) -> usize {
         .filter(|e| e["ev"] == "write" && e["ok"] == true)
         .count()
 }
+
+/// The most windows valid at the same instant (for semaphores: at most P).
+pub fn max_concurrent(windows: &[Window]) -> usize {
+    let mut edges: Vec<(u128, i32)> = Vec::new();
+    for w in windows {
+        edges.push((w.start, 1));
+        edges.push((w.end, -1));
+    }
+    // Ends sort before starts at the same instant: touching windows do not overlap.
+    edges.sort();
+    let (mut now, mut max) = (0i32, 0i32);
+    for (_, delta) in edges {
+        now += delta;
+        max = max.max(now);
+    }
+    usize::try_from(max).unwrap_or(0)
+}
+
+/// Windows of workers that held until they were killed: from `acquired` to the last validity
+/// deadline they reported while not lost.
+pub fn held_windows(events: &[Event]) -> Vec<Window> {
+    let mut by_worker: std::collections::BTreeMap<u64, (u128, u128, u64)> = Default::default();
+    for ev in events {
+        let worker = ev["w"].as_u64().unwrap_or(0);
+        match ev["ev"].as_str() {
+            Some("acquired") => {
+                by_worker.insert(
+                    worker,
+                    (
+                        num(&ev["t"]),
+                        num(&ev["until"]),
+                        ev["token"].as_u64().unwrap_or(0),
+                    ),
+                );
+            }
+            Some("check") if ev["lost"] == false => {
+                if let Some(entry) = by_worker.get_mut(&worker) {
+                    entry.1 = entry.1.max(num(&ev["until"]));
+                }
+            }
+            _ => {}
+        }
+    }
+    by_worker
+        .into_iter()
+        .map(|(worker, (start, end, token))| Window {
+            worker,
+            start,
+            end,
+            token,
+        })
+        .collect()
+}

@@ -115,7 +115,7 @@ impl Client {
             config.response_timeout,
         ));
         commands.warm_up().await?;
-        let (hub, hub_task) = PubSubHub::start(redis_client, config.connect_timeout);
+        let (hub, hub_tasks) = PubSubHub::start(redis_client, config.connect_timeout);
         let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone());
         Ok(Client {
             inner: Arc::new(ClientInner {
@@ -125,7 +125,11 @@ impl Client {
                 hub,
                 watchdog,
                 background: Arc::new(Background::default()),
-                tasks: vec![hub_task.abort_handle(), watchdog_task.abort_handle()],
+                tasks: hub_tasks
+                    .iter()
+                    .chain([&watchdog_task])
+                    .map(tokio::task::JoinHandle::abort_handle)
+                    .collect(),
             }),
         })
     }

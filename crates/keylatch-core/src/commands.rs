@@ -18,7 +18,8 @@ use crate::script::{LuaScript, ScriptCall};
 /// deadpool-redis pings every connection it hands out, which would add a round trip to every
 /// lock call. So the client checks `connections` multiplexed connections out of the pool once
 /// and shares them (a multiplexed connection carries many requests at once). One that breaks is
-/// handed back to the pool, which drops it, and is replaced on next use.
+/// handed back to the pool, which drops it, and is replaced on next use. Commands on one key
+/// always use the same connection, so they reach Redis in the order they were sent.
 pub(crate) struct Commands {
     pool: Pool,
     slots: Vec<Slot>,
@@ -70,8 +71,19 @@ impl Commands {
         self.script_reloads.load(Ordering::Relaxed)
     }
 
-    fn pick(&self) -> usize {
-        self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()
+    /// The connection for a command on `key`. Every command on one key goes over the same
+    /// connection, and Redis runs the requests of one connection in order: so an undo can
+    /// never overtake the request it undoes. Commands without a key rotate.
+    fn pick(&self, key: &str) -> usize {
+        if self.slots.len() == 1 {
+            return 0;
+        }
+        if key.is_empty() {
+            return self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        }
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(key, &mut hasher);
+        (std::hash::Hasher::finish(&hasher) % self.slots.len() as u64) as usize
     }
 
     async fn connection(&self, index: usize) -> Result<(u64, MultiplexedConnection)> {
@@ -149,7 +161,7 @@ impl Commands {
 
     /// Runs one command that is not a script.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
-        let index = self.pick();
+        let index = self.pick(key);
         let (generation, mut conn) = self.connection(index).await?;
         cmd.query_async(&mut conn)
             .await
@@ -165,7 +177,7 @@ impl Commands {
     }
 
     pub(crate) async fn eval_value(&self, call: &ScriptCall) -> Result<Value> {
-        let index = self.pick();
+        let index = self.pick(call.first_key());
         let (generation, mut conn) = self.connection(index).await?;
         let cmd = call.evalsha_cmd();
         match cmd.query_async::<Value>(&mut conn).await {
@@ -191,7 +203,7 @@ impl Commands {
         if calls.is_empty() {
             return Ok(Vec::new());
         }
-        let index = self.pick();
+        let index = self.pick("");
         let (generation, mut conn) = self.connection(index).await?;
         let mut pipe = redis::pipe();
         for call in calls {
@@ -225,7 +237,7 @@ impl Commands {
         if scripts.is_empty() {
             return Ok(());
         }
-        let index = self.pick();
+        let index = self.pick("");
         let (generation, mut conn) = self.connection(index).await?;
         let mut pipe = redis::pipe();
         for script in scripts {

@@ -242,23 +242,26 @@ impl UndoGuard {
     /// # Errors
     /// The undo's own error (it is then retried in the background).
     pub async fn run_now(mut self) -> Result<()> {
-        let Some(job) = self.armed.take() else {
-            return Ok(());
-        };
         // The undo is conditional, so repeating it is safe: once it has run, the count no
         // longer matches. Connections killed together fail together; a few tries ride that out.
+        // The guard stays armed until the undo has succeeded: dropping this future mid-way
+        // leaves the undo to the background.
         let mut tries = 0;
         loop {
+            let Some(job) = self.armed.as_ref() else {
+                return Ok(());
+            };
             match job.release.release_if_count(job.owner, job.expected).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.armed = None;
+                    return Ok(());
+                }
                 Err(err) if err.is_ambiguous() && tries < 3 => {
                     tries += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;
                 }
-                Err(err) => {
-                    drop(UndoGuard { armed: Some(job) });
-                    return Err(err);
-                }
+                // Dropping `self` armed hands the undo to the background.
+                Err(err) => return Err(err),
             }
         }
     }

@@ -35,11 +35,32 @@ pub struct PubSubHub {
 
 #[derive(Debug)]
 struct HubShared {
-    channels: Mutex<HashMap<String, ChannelState>>,
+    state: Mutex<HubState>,
     commands: mpsc::UnboundedSender<HubCommand>,
     connected: AtomicBool,
     reconnects: AtomicU64,
     messages: AtomicU64,
+}
+
+/// Everything that changes together, under one lock.
+#[derive(Default)]
+struct HubState {
+    channels: HashMap<String, ChannelState>,
+    /// The sink of the current connection, if connected.
+    sink: Option<redis::aio::PubSubSink>,
+    /// Bumped with every connection change, so a reconcile that ran on a dead connection does
+    /// not mark channels as subscribed.
+    generation: u64,
+}
+
+impl std::fmt::Debug for HubState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubState")
+            .field("channels", &self.channels.len())
+            .field("connected", &self.sink.is_some())
+            .field("generation", &self.generation)
+            .finish()
+    }
 }
 
 #[derive(Debug)]
@@ -50,26 +71,27 @@ struct ChannelState {
     subscribed: bool,
 }
 
+/// Asks the reconciler to bring the server's subscriptions in line with the local reference
+/// counts; the sender, if any, learns whether it succeeded.
 #[derive(Debug)]
-enum HubCommand {
-    Sync(Option<oneshot::Sender<bool>>),
-}
+struct HubCommand(Option<oneshot::Sender<bool>>);
 
 impl PubSubHub {
     pub(crate) fn start(
         client: redis::Client,
         connect_timeout: Duration,
-    ) -> (PubSubHub, tokio::task::JoinHandle<()>) {
+    ) -> (PubSubHub, Vec<tokio::task::JoinHandle<()>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(HubShared {
-            channels: Mutex::new(HashMap::new()),
+            state: Mutex::new(HubState::default()),
             commands: tx,
             connected: AtomicBool::new(false),
             reconnects: AtomicU64::new(0),
             messages: AtomicU64::new(0),
         });
-        let task = tokio::spawn(run(Arc::downgrade(&shared), client, connect_timeout, rx));
-        (PubSubHub { shared }, task)
+        let reader = tokio::spawn(read_loop(Arc::downgrade(&shared), client, connect_timeout));
+        let reconciler = tokio::spawn(reconcile_loop(Arc::downgrade(&shared), rx));
+        (PubSubHub { shared }, vec![reader, reconciler])
     }
 
     /// Subscribes to `channel` (or joins the existing subscription) and returns once the
@@ -81,8 +103,9 @@ impl PubSubHub {
     /// is left.
     pub async fn subscribe(&self, channel: &str, wake: WakeMode, bound: Duration) -> Subscription {
         let (notify, subscribed) = {
-            let mut channels = self.shared.channels.lock().expect("hub lock");
-            let state = channels
+            let mut state = self.shared.state.lock().expect("hub lock");
+            let state = state
+                .channels
                 .entry(channel.to_owned())
                 .or_insert_with(|| ChannelState {
                     refs: 0,
@@ -100,12 +123,7 @@ impl PubSubHub {
         };
         if !subscribed {
             let (tx, rx) = oneshot::channel();
-            if self
-                .shared
-                .commands
-                .send(HubCommand::Sync(Some(tx)))
-                .is_ok()
-            {
+            if self.shared.commands.send(HubCommand(Some(tx))).is_ok() {
                 let _ = tokio::time::timeout(bound, rx).await;
             }
         }
@@ -114,13 +132,13 @@ impl PubSubHub {
 
     /// Channels in use (subscribed, or being subscribed or unsubscribed).
     pub fn channel_count(&self) -> usize {
-        self.shared.channels.lock().expect("hub lock").len()
+        self.shared.state.lock().expect("hub lock").channels.len()
     }
 
     /// Local waiters holding a subscription, summed over channels.
     pub fn subscriber_count(&self) -> usize {
-        let channels = self.shared.channels.lock().expect("hub lock");
-        channels.values().map(|c| c.refs).sum()
+        let state = self.shared.state.lock().expect("hub lock");
+        state.channels.values().map(|c| c.refs).sum()
     }
 
     /// How many times the pub/sub connection was re-established.
@@ -163,119 +181,156 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let mut channels = self.hub.channels.lock().expect("hub lock");
-        let Some(state) = channels.get_mut(&self.channel) else {
+        let mut state = self.hub.state.lock().expect("hub lock");
+        let Some(channel) = state.channels.get_mut(&self.channel) else {
             return;
         };
-        state.refs -= 1;
-        if state.refs == 0 {
-            if state.subscribed {
-                let _ = self.hub.commands.send(HubCommand::Sync(None));
-            } else {
-                channels.remove(&self.channel);
-            }
+        channel.refs -= 1;
+        if channel.refs == 0 {
+            // The entry stays until the reconciler has settled it: a SUBSCRIBE for it may be
+            // in flight, and forgetting it here would leave the server subscribed.
+            let _ = self.hub.commands.send(HubCommand(None));
         }
     }
 }
 
-/// Brings the server's subscriptions in line with the local reference counts.
-async fn reconcile(
-    shared: &HubShared,
-    sink: &mut redis::aio::PubSubSink,
-) -> redis::RedisResult<()> {
-    let unsubscribe: Vec<String> = {
-        let channels = shared.channels.lock().expect("hub lock");
-        channels
-            .iter()
-            .filter(|(_, s)| s.refs == 0 && s.subscribed)
-            .map(|(c, _)| c.clone())
-            .collect()
-    };
-    if !unsubscribe.is_empty() {
-        sink.unsubscribe(&unsubscribe).await?;
-        let mut channels = shared.channels.lock().expect("hub lock");
-        for channel in &unsubscribe {
-            if let Some(state) = channels.get_mut(channel) {
-                state.subscribed = false;
-                if state.refs == 0 {
-                    channels.remove(channel);
+/// What the server should be told, computed under the lock.
+fn plan(state: &mut HubState) -> (Vec<String>, Vec<String>) {
+    state.channels.retain(|_, c| c.refs > 0 || c.subscribed);
+    let unsubscribe = state
+        .channels
+        .iter()
+        .filter(|(_, c)| c.refs == 0 && c.subscribed)
+        .map(|(name, _)| name.clone())
+        .collect();
+    let subscribe = state
+        .channels
+        .iter()
+        .filter(|(_, c)| c.refs > 0 && !c.subscribed)
+        .map(|(name, _)| name.clone())
+        .collect();
+    (subscribe, unsubscribe)
+}
+
+/// Brings the server's subscriptions in line with the local reference counts, repeating until
+/// nothing is left to do (references may change while a request is in flight).
+async fn reconcile(shared: &HubShared) -> bool {
+    for _ in 0..8 {
+        let (generation, mut sink, subscribe, unsubscribe) = {
+            let mut state = shared.state.lock().expect("hub lock");
+            let Some(sink) = state.sink.clone() else {
+                return false;
+            };
+            let (subscribe, unsubscribe) = plan(&mut state);
+            (state.generation, sink, subscribe, unsubscribe)
+        };
+        if subscribe.is_empty() && unsubscribe.is_empty() {
+            return true;
+        }
+        if !unsubscribe.is_empty() {
+            if sink.unsubscribe(&unsubscribe).await.is_err() {
+                return false;
+            }
+            let mut state = shared.state.lock().expect("hub lock");
+            if state.generation == generation {
+                for name in &unsubscribe {
+                    if let Some(channel) = state.channels.get_mut(name) {
+                        channel.subscribed = false;
+                    }
+                }
+            }
+        }
+        if !subscribe.is_empty() {
+            if sink.subscribe(&subscribe).await.is_err() {
+                return false;
+            }
+            let mut state = shared.state.lock().expect("hub lock");
+            if state.generation == generation {
+                for name in &subscribe {
+                    // Kept even if its references dropped meanwhile: the next round
+                    // unsubscribes it.
+                    if let Some(channel) = state.channels.get_mut(name) {
+                        channel.subscribed = true;
+                    }
                 }
             }
         }
     }
-    // Computed after the unsubscribe, so a channel taken up again meanwhile is resubscribed.
-    let subscribe: Vec<String> = {
-        let channels = shared.channels.lock().expect("hub lock");
-        channels
-            .iter()
-            .filter(|(_, s)| s.refs > 0 && !s.subscribed)
-            .map(|(c, _)| c.clone())
-            .collect()
-    };
-    if !subscribe.is_empty() {
-        sink.subscribe(&subscribe).await?;
-        let mut channels = shared.channels.lock().expect("hub lock");
-        for channel in &subscribe {
-            if let Some(state) = channels.get_mut(channel) {
-                state.subscribed = true;
-            }
+    true
+}
+
+/// Serves subscribe and unsubscribe requests, in order, batching whatever is queued.
+async fn reconcile_loop(
+    shared: std::sync::Weak<HubShared>,
+    mut commands: mpsc::UnboundedReceiver<HubCommand>,
+) {
+    while let Some(HubCommand(ack)) = commands.recv().await {
+        let mut acks: Vec<oneshot::Sender<bool>> = ack.into_iter().collect();
+        while let Ok(HubCommand(ack)) = commands.try_recv() {
+            acks.extend(ack);
+        }
+        let Some(hub) = shared.upgrade() else { return };
+        let ok = reconcile(&hub).await;
+        for ack in acks {
+            let _ = ack.send(ok);
         }
     }
-    Ok(())
 }
 
 fn dispatch(shared: &HubShared, msg: &redis::Msg) {
     shared.messages.fetch_add(1, Ordering::Relaxed);
-    let channels = shared.channels.lock().expect("hub lock");
-    if let Some(state) = channels.get(msg.get_channel_name()) {
-        match state.wake {
-            WakeMode::One => state.notify.notify_one(),
-            WakeMode::All => state.notify.notify_waiters(),
+    let state = shared.state.lock().expect("hub lock");
+    if let Some(channel) = state.channels.get(msg.get_channel_name()) {
+        match channel.wake {
+            WakeMode::One => channel.notify.notify_one(),
+            WakeMode::All => channel.notify.notify_waiters(),
         }
     }
 }
 
 fn wake_everyone(shared: &HubShared) {
-    let channels = shared.channels.lock().expect("hub lock");
-    for state in channels.values() {
-        state.notify.notify_waiters();
+    let state = shared.state.lock().expect("hub lock");
+    for channel in state.channels.values() {
+        channel.notify.notify_waiters();
     }
 }
 
-async fn run(
+/// A new connection (or none): nothing is subscribed on it yet.
+fn switch_connection(shared: &HubShared, sink: Option<redis::aio::PubSubSink>) {
+    let mut state = shared.state.lock().expect("hub lock");
+    state.generation += 1;
+    state.sink = sink;
+    for channel in state.channels.values_mut() {
+        channel.subscribed = false;
+    }
+    state.channels.retain(|_, c| c.refs > 0);
+}
+
+/// Owns the connection: connects, hands the sink to the reconciler, delivers messages, and on
+/// loss reconnects with back-off and wakes every waiter. Message delivery never waits for a
+/// subscribe or unsubscribe round trip.
+async fn read_loop(
     shared: std::sync::Weak<HubShared>,
     client: redis::Client,
     connect_timeout: Duration,
-    mut commands: mpsc::UnboundedReceiver<HubCommand>,
 ) {
     let mut backoff = Duration::from_millis(20);
     let mut first = true;
     loop {
         let connection = tokio::time::timeout(connect_timeout, client.get_async_pubsub()).await;
         let Some(hub) = shared.upgrade() else { return };
-        let pubsub = match connection {
-            Ok(Ok(pubsub)) => pubsub,
-            _ => {
-                drop(hub);
-                // Answer waiting subscribers while down; their waits stay bounded.
-                let sleep = tokio::time::sleep(backoff);
-                tokio::pin!(sleep);
-                loop {
-                    tokio::select! {
-                        _ = &mut sleep => break,
-                        command = commands.recv() => match command {
-                            None => return,
-                            Some(HubCommand::Sync(ack)) => { if let Some(ack) = ack { let _ = ack.send(false); } }
-                        },
-                    }
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                continue;
-            }
-        };
-        let (mut sink, mut stream) = pubsub.split();
-        if reconcile(&hub, &mut sink).await.is_err() {
+        let Ok(Ok(pubsub)) = connection else {
+            drop(hub);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
             continue;
+        };
+        let (sink, mut stream) = pubsub.split();
+        switch_connection(&hub, Some(sink));
+        // Resubscribe every channel in use before telling waiters to re-check.
+        let (tx, rx) = oneshot::channel();
+        if hub.commands.send(HubCommand(Some(tx))).is_ok() {
+            let _ = tokio::time::timeout(connect_timeout, rx).await;
         }
         backoff = Duration::from_millis(20);
         hub.connected.store(true, Ordering::Relaxed);
@@ -285,39 +340,13 @@ async fn run(
         }
         first = false;
         drop(hub);
-        loop {
-            tokio::select! {
-                command = commands.recv() => {
-                    let Some(HubCommand::Sync(ack)) = command else { return };
-                    let mut acks: Vec<oneshot::Sender<bool>> = ack.into_iter().collect();
-                    while let Ok(HubCommand::Sync(ack)) = commands.try_recv() {
-                        acks.extend(ack);
-                    }
-                    let Some(hub) = shared.upgrade() else { return };
-                    let ok = reconcile(&hub, &mut sink).await.is_ok();
-                    for ack in acks {
-                        let _ = ack.send(ok);
-                    }
-                    if !ok {
-                        break;
-                    }
-                }
-                msg = stream.next() => {
-                    let Some(msg) = msg else { break };
-                    let Some(hub) = shared.upgrade() else { return };
-                    dispatch(&hub, &msg);
-                }
-            }
+        while let Some(msg) = stream.next().await {
+            let Some(hub) = shared.upgrade() else { return };
+            dispatch(&hub, &msg);
         }
         let Some(hub) = shared.upgrade() else { return };
         hub.connected.store(false, Ordering::Relaxed);
-        {
-            let mut channels = hub.channels.lock().expect("hub lock");
-            channels.retain(|_, state| state.refs > 0);
-            for state in channels.values_mut() {
-                state.subscribed = false;
-            }
-        }
+        switch_connection(&hub, None);
         // Wake everyone: messages may have been lost while the connection was down.
         wake_everyone(&hub);
     }

@@ -65,9 +65,9 @@ pub use keylatch_core::{
     AcquireOptions, ClientStats, Config, ConfigBuilder, DistributedLock, Error, LockGuard,
     MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, redis,
 };
-pub use keylatch_fair::FairLock;
+pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
 pub use keylatch_reentrant::ReentrantLock;
-pub use keylatch_rwlock::RwLock;
+pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
 pub use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
 
 /// The core crate, for the lower-level parts.

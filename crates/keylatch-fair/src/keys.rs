@@ -1,0 +1,43 @@
+//! The keys and channels of one fair lock name.
+
+use std::sync::Arc;
+
+use keylatch_core::{LuaScript, ScriptCall, prefixed};
+
+/// Redisson's names for one fair lock: the hash `name`, the queue list, the deadline zset,
+/// the wake-up channel prefix and the (opt-in) fencing counter.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    pub(crate) name: Arc<str>,
+    pub(crate) queue: String,
+    pub(crate) timeouts: String,
+    pub(crate) channel: String,
+    pub(crate) token: String,
+}
+
+impl Keys {
+    pub(crate) fn new(name: &str) -> Keys {
+        Keys {
+            name: Arc::from(name),
+            queue: prefixed("redisson_lock_queue", name),
+            timeouts: prefixed("redisson_lock_timeout", name),
+            channel: prefixed("redisson_lock__channel", name),
+            token: prefixed("redisson_lock_token", name),
+        }
+    }
+
+    /// A call of `script` with the four keys every queue script takes (see `lua/prelude.lua`).
+    pub(crate) fn call(&self, script: &'static LuaScript) -> ScriptCall {
+        script
+            .call()
+            .key(&*self.name)
+            .key(self.queue.as_str())
+            .key(self.timeouts.as_str())
+            .key(self.channel.as_str())
+    }
+
+    /// The wake-up channel of one waiter: `redisson_lock__channel:{name}:<waiter-id>`.
+    pub(crate) fn waiter_channel(&self, waiter: &str) -> String {
+        format!("{}:{waiter}", self.channel)
+    }
+}

@@ -1,0 +1,338 @@
+//! `FairLock`: the public face.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keylatch_core::redis;
+use keylatch_core::{
+    AcquireOptions, Client, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, Result,
+    validate_name,
+};
+
+use crate::keys::Keys;
+use crate::release::FairRelease;
+use crate::scripts::{FORCE_UNLOCK, QUEUE};
+use crate::waiter::{QueuedWaiter, parse_queue};
+
+/// How long a queued waiter keeps its place without being refreshed: the default of
+/// [`FairLock::with_waiter_timeout`] (Redisson's `threadWaitTime`).
+pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The shortest waiter timeout accepted (the watchdog refreshes every third of it).
+pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
+
+/// A fair (FIFO) distributed lock, compatible with Redisson's `RFairLock`.
+///
+/// - **Exclusion**: one owner at a time across every process using the name.
+/// - **Fairness**: first come, first served among live waiters. A waiter takes its place in
+///   the queue with its first attempt, and the lock goes to the head of the queue: a newcomer
+///   never overtakes a waiter, not even through [`try_lock`](FairLock::try_lock) while the
+///   lock is free but someone is queued. A release wakes the head only, on its own channel.
+/// - **Waiter liveness**: a queued waiter's place has a deadline (server clock), which its
+///   client refreshes every third of the [waiter timeout](FairLock::with_waiter_timeout)
+///   (batched with every other refresh and renewal of the client), so a live waiter keeps its
+///   place however long it waits. A waiter whose process died is evicted once its deadline
+///   passes: it delays the queue by at most the waiter timeout (default 5 s).
+/// - **Cancellation**: a wait that is cancelled (its future dropped) or times out leaves the
+///   queue at once, and wakes the next waiter if it was first.
+///   [`try_lock`](FairLock::try_lock) never queues.
+/// - **Reentrancy**: per [`Owner`] (by default the current tokio task), as the reentrant
+///   lock: a holder may lock again without queueing; each acquisition returns its own guard.
+///   Two concurrent waits of one owner share one place in the queue.
+/// - **Leases**: as the reentrant lock. Without a lease the hold is in watchdog mode (lease =
+///   the client's watchdog timeout, renewed every third of it while the guard lives); with a
+///   lease it ends after the lease, renewed by no one.
+/// - **Fencing** (opt-in, [`with_fencing`](FairLock::with_fencing)): each acquisition gets a
+///   token that strictly increases per name.
+///
+/// Layout (Redisson's): hash `name`, field `<client-uuid>:<owner-number>` → hold count, with
+/// PEXPIRE = lease; list `redisson_lock_queue:{name}` (waiter ids, first in front); zset
+/// `redisson_lock_timeout:{name}` (waiter id → deadline, ms since the epoch on the server's
+/// clock); a waiter is woken on `redisson_lock__channel:{name}:<waiter-id>` with message `0`.
+/// The list and zset expire once every waiter in them would have.
+///
+/// ```no_run
+/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+/// use std::time::Duration;
+/// use keylatch_fair::FairLock;
+///
+/// let lock = FairLock::new(&client, "print-queue").with_waiter_timeout(Duration::from_secs(2));
+/// let guard = lock.lock().await?; // served in arrival order
+/// // ... the job ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FairLock {
+    pub(crate) client: Client,
+    pub(crate) keys: Arc<Keys>,
+    pub(crate) owner: Owner,
+    pub(crate) fencing: bool,
+    pub(crate) waiter_timeout: Duration,
+    pub(crate) release: Arc<FairRelease>,
+}
+
+impl FairLock {
+    /// A handle on the fair lock `name`. Nothing is sent to Redis; a bad name is reported by
+    /// the first operation ([`Error::InvalidName`]).
+    pub fn new(client: &Client, name: &str) -> FairLock {
+        let keys = Arc::new(Keys::new(name));
+        FairLock {
+            client: client.clone(),
+            release: Arc::new(FairRelease {
+                client: client.clone(),
+                keys: keys.clone(),
+            }),
+            keys,
+            owner: Owner::CurrentTask,
+            fencing: false,
+            waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+        }
+    }
+
+    /// Acquire for `owner` instead of the current task.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// Issue a fencing token with every acquisition (string `redisson_lock_token:{name}`,
+    /// incremented per acquisition, never expires).
+    #[must_use]
+    pub fn with_fencing(mut self, enabled: bool) -> Self {
+        self.fencing = enabled;
+        self
+    }
+
+    /// How long a waiter of this handle keeps its place in the queue if its process stops
+    /// refreshing it (default [`DEFAULT_WAITER_TIMEOUT`], 5 s): the most a crashed waiter
+    /// delays the ones behind it. A live waiter is refreshed every third of it and never
+    /// loses its place. Between [`MIN_WAITER_TIMEOUT`] and [`MAX_LEASE`]; a value outside is
+    /// reported by the next acquire ([`Error::InvalidConfig`]).
+    #[must_use]
+    pub fn with_waiter_timeout(mut self, timeout: Duration) -> Self {
+        self.waiter_timeout = timeout;
+        self
+    }
+
+    /// The lock name (the hash key).
+    pub fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    /// The waiter timeout (see [`with_waiter_timeout`](FairLock::with_waiter_timeout)).
+    pub fn waiter_timeout(&self) -> Duration {
+        self.waiter_timeout
+    }
+
+    /// The queue list, `redisson_lock_queue:{name}`.
+    pub fn queue_key(&self) -> &str {
+        &self.keys.queue
+    }
+
+    /// The deadline zset, `redisson_lock_timeout:{name}`.
+    pub fn timeout_key(&self) -> &str {
+        &self.keys.timeouts
+    }
+
+    /// Waits as long as it takes, in arrival order; watchdog mode.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidConfig`] (waiter timeout),
+    /// [`Error::WrongType`], [`Error::NoTtl`] (the key is held without an expiry: waiting
+    /// would never end), Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call leaves no hold, queue entry, subscription or watchdog entry
+    /// behind; a request already sent is undone and the queue left in the background.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        let guard = self.acquire(AcquireOptions::new()).await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Waits as long as it takes, in arrival order; the hold ends after `lease`.
+    ///
+    /// # Errors
+    /// As [`lock`](FairLock::lock), and [`Error::InvalidLease`].
+    ///
+    /// # Cancel safety
+    /// As [`lock`](FairLock::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let guard = self
+            .acquire(AcquireOptions::new().with_lease(lease))
+            .await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Tries once; watchdog mode. `None` when someone holds the lock or is queued for it.
+    /// Never joins the queue.
+    ///
+    /// # Errors
+    /// As [`lock`](FairLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](FairLock::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Waits at most `wait`, queued; `lease` of `None` means watchdog mode. A wait that times
+    /// out leaves the queue before this returns `None`.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](FairLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](FairLock::lock).
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let mut options = AcquireOptions::new().with_wait(wait);
+        if let Some(lease) = lease {
+            options = options.with_lease(lease);
+        }
+        self.acquire(options).await
+    }
+
+    /// Acquires with `options`; `None` when the wait bound passed first (a zero wait tries
+    /// once without queueing).
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](FairLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](FairLock::lock).
+    pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        validate_name(&self.keys.name)?;
+        if !(MIN_WAITER_TIMEOUT..=MAX_LEASE).contains(&self.waiter_timeout) {
+            return Err(Error::InvalidConfig {
+                field: "waiter_timeout",
+                reason: "must be between 30ms and 30 days",
+            });
+        }
+        self.acquire_checked(options).await
+    }
+
+    /// Releases the lock whoever holds it and wakes the head of the queue (also when the lock
+    /// was already free: a nudge for a head waiting on its timer). Returns whether it was held.
+    /// Guards of the old holder then get [`Error::NotHeld`] from `unlock`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// The release happens or not as a whole; a dropped call may or may not have run.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        validate_name(&self.keys.name)?;
+        let released: i64 = self.client.eval(&self.keys.call(&FORCE_UNLOCK)).await?;
+        Ok(released == 1)
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn is_locked(&self) -> Result<bool> {
+        validate_name(&self.keys.name)?;
+        let exists: i64 = self
+            .client
+            .query(redis::cmd("EXISTS").arg(self.name()), self.name())
+            .await?;
+        Ok(exists == 1)
+    }
+
+    /// Whether the current owner (this handle's [`Owner`], resolved now) holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many times the current owner holds the lock (0: not at all).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn hold_count(&self) -> Result<u64> {
+        validate_name(&self.keys.name)?;
+        let field = self.client.owner_id(self.owner).to_string();
+        let count: Option<u64> = self
+            .client
+            .query(redis::cmd("HGET").arg(self.name()).arg(field), self.name())
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The time left on the lock's lease; `None` when it is free.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::NoTtl`] for a key without an expiry, Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        validate_name(&self.keys.name)?;
+        let pttl: i64 = self
+            .client
+            .query(redis::cmd("PTTL").arg(self.name()), self.name())
+            .await?;
+        match pttl {
+            -2 => Ok(None),
+            -1 => Err(Error::NoTtl {
+                key: self.name().to_owned(),
+            }),
+            ms => Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))),
+        }
+    }
+
+    /// The waiters, first in line first, with their deadlines (changes nothing: a dead
+    /// waiter still listed shows `expires_in` zero until a script evicts it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`] (naming the queue or deadline key), Redis
+    /// errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn queue(&self) -> Result<Vec<QueuedWaiter>> {
+        validate_name(&self.keys.name)?;
+        let call = QUEUE
+            .call()
+            .key(self.keys.queue.as_str())
+            .key(self.keys.timeouts.as_str());
+        parse_queue(self.client.eval_value(&call).await?)
+    }
+}
+
+#[async_trait]
+impl DistributedLock for FairLock {
+    fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        FairLock::acquire(self, options).await
+    }
+
+    async fn is_locked(&self) -> Result<bool> {
+        FairLock::is_locked(self).await
+    }
+
+    async fn force_unlock(&self) -> Result<bool> {
+        FairLock::force_unlock(self).await
+    }
+}

@@ -1,0 +1,72 @@
+-- keylatch fair lock: acquire, re-enter, or take (or keep) a place in the queue.
+-- KEYS[5] the fencing counter
+-- ARGV[1] lease in ms, ARGV[2] owner id (also the waiter id), ARGV[3] waiter timeout in ms,
+-- ARGV[4] '1' to issue a fencing token, ARGV[5] '1' to join the queue when refused
+-- ('0': try once, never queue)
+-- Returns nil when acquired, {token} when acquired with fencing, -1 when the lock is held
+-- without an expiry, otherwise how long (ms, > 0) the caller may sleep before trying again:
+-- the holder's PTTL for the head of the queue, the head's deadline for everyone behind it.
+local id = ARGV[2]
+
+local function grant()
+  local token = false
+  if ARGV[4] == '1' then
+    token = redis.call('incr', KEYS[5])
+  end
+  redis.call('hincrby', KEYS[1], id, 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  if token then
+    return {token}
+  end
+  return nil
+end
+
+if redis.call('hexists', KEYS[1], id) == 1 then
+  -- Re-entry. (A queue entry of the same owner, from a concurrent wait, goes.)
+  if redis.call('zrem', KEYS[3], id) == 1 then
+    redis.call('lrem', KEYS[2], 0, id)
+  end
+  return grant()
+end
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -1 then
+  return -1
+end
+
+local head, head_deadline = evict(false)
+local free = pttl == -2
+if free and (not head or head == id) then
+  if head == id then
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], id)
+  end
+  return grant()
+end
+if head and head ~= before and head ~= id then
+  -- Evictions made someone else head: it need not wait for its own timer.
+  wake(head)
+end
+
+if ARGV[5] == '1' then
+  local ttl = tonumber(ARGV[3])
+  local deadline = now + ttl
+  if redis.call('zadd', KEYS[3], deadline, id) == 1 then
+    redis.call('rpush', KEYS[2], id)
+  end
+  -- Both keys live at least as long as this waiter's deadline.
+  for _, key in ipairs({KEYS[2], KEYS[3]}) do
+    local current = redis.call('pttl', key)
+    if current ~= -2 and current < ttl then
+      redis.call('pexpire', key, ttl)
+    end
+  end
+  if not head then
+    head = id
+  elseif head == id then
+    head_deadline = deadline
+  end
+end
+if not free and (not head or head == id) then
+  return math.max(pttl, 1)
+end
+return math.max(head_deadline - now + 1, 1)

@@ -1,0 +1,13 @@
+-- keylatch fair lock: release whoever holds it, and wake the head of the queue (even when the
+-- lock was already free: a nudge for a head that would otherwise wait for its timer).
+-- Returns 1 when it was held, 0 when it was free. Refuses (WRONGTYPE) a key that is not a hash.
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'hash' then
+  return redis.error_reply('WRONGTYPE the lock key holds a ' .. kind)
+end
+local released = redis.call('del', KEYS[1])
+local head = evict(false)
+if head then
+  wake(head)
+end
+return released

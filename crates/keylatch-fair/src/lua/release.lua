@@ -1,0 +1,18 @@
+-- keylatch fair lock: release one hold.
+-- ARGV[1] owner id
+-- Returns nil (not an owner: nothing changed), 0 (still held), 1 (released; the head of the
+-- queue, if any, is woken on its own channel).
+local count = redis.call('hget', KEYS[1], ARGV[1])
+if not count then
+  return nil
+end
+if tonumber(count) > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+  return 0
+end
+redis.call('del', KEYS[1])
+local head = evict(false)
+if head then
+  wake(head)
+end
+return 1

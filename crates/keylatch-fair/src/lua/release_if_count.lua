@@ -1,0 +1,18 @@
+-- keylatch fair lock: undo a request whose outcome is unknown.
+-- Releases one hold of the owner only if its hold count is exactly the expected one.
+-- ARGV[1] owner id, ARGV[2] expected hold count
+-- Returns 1 when a hold was released, 0 otherwise.
+local count = redis.call('hget', KEYS[1], ARGV[1])
+if not count or tonumber(count) ~= tonumber(ARGV[2]) then
+  return 0
+end
+if tonumber(count) > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+  return 1
+end
+redis.call('del', KEYS[1])
+local head = evict(false)
+if head then
+  wake(head)
+end
+return 1

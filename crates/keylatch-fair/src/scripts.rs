@@ -1,0 +1,41 @@
+//! The fair lock's scripts, one static each. The scripts that change the queue share a
+//! prelude (`lua/prelude.lua`: the server clock, type checks, eviction of dead waiters, waking
+//! one waiter), prepended at compile time.
+
+use keylatch_core::LuaScript;
+
+macro_rules! with_prelude {
+    ($file:literal) => {
+        concat!(include_str!("lua/prelude.lua"), include_str!($file))
+    };
+}
+
+pub(crate) static ACQUIRE: LuaScript =
+    LuaScript::new("fair_acquire", with_prelude!("lua/acquire.lua"));
+pub(crate) static RELEASE: LuaScript =
+    LuaScript::new("fair_release", with_prelude!("lua/release.lua"));
+pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::new(
+    "fair_release_if_count",
+    with_prelude!("lua/release_if_count.lua"),
+);
+pub(crate) static FORCE_UNLOCK: LuaScript =
+    LuaScript::new("fair_force_unlock", with_prelude!("lua/force_unlock.lua"));
+pub(crate) static LEAVE: LuaScript = LuaScript::new("fair_leave", with_prelude!("lua/leave.lua"));
+pub(crate) static RENEW: LuaScript = LuaScript::new("fair_renew", include_str!("lua/renew.lua"));
+pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::new(
+    "fair_refresh_waiters",
+    include_str!("lua/refresh_waiters.lua"),
+);
+pub(crate) static QUEUE: LuaScript = LuaScript::new("fair_queue", include_str!("lua/queue.lua"));
+
+/// Every script of the fair lock, for [`Client::preload`](keylatch_core::Client::preload).
+pub static SCRIPTS: &[&LuaScript] = &[
+    &ACQUIRE,
+    &RELEASE,
+    &RELEASE_IF_COUNT,
+    &FORCE_UNLOCK,
+    &LEAVE,
+    &RENEW,
+    &REFRESH_WAITERS,
+    &QUEUE,
+];

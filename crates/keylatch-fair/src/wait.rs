@@ -1,0 +1,296 @@
+//! Acquiring: one attempt, and the queued wait around it.
+//!
+//! A wait joins the queue with its first attempt (the acquire script appends the waiter id to
+//! the list and gives it a deadline), registers its place with the client's watchdog so the
+//! deadline is refreshed every third of the waiter timeout (batched with every other renewal),
+//! subscribes to its own wake-up channel, and retries when woken, when the bound the script
+//! returned passes (the holder's PTTL for the head, the head's deadline for the others), or
+//! after the jittered fallback poll. Whatever ends the wait other than getting the lock leaves
+//! the queue: now when the wait times out or fails, in the background when it is cancelled
+//! (after the reply of a request still in flight: see `flight.rs`).
+
+use std::time::Duration;
+
+use keylatch_core::redis::Value;
+use keylatch_core::{
+    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, OwnerId, Renewal, Result,
+    lease_millis, validate_lease,
+};
+use tokio::time::Instant;
+
+use crate::flight::{Flight, Undo};
+use crate::lock::FairLock;
+use crate::release::LeaveGuard;
+use crate::scripts::{ACQUIRE, REFRESH_WAITERS, RENEW};
+use crate::subscription::WaiterSubscription;
+
+/// How many transient failures in a row a wait rides out before it reports the error.
+const TRANSIENT_RETRIES: u32 = 8;
+
+/// What one acquire asks for.
+struct Request {
+    owner: OwnerId,
+    /// The owner id as text: the hash field and the waiter id.
+    field: String,
+    lease: Duration,
+    renewal: Renewal,
+}
+
+/// Whether a refused attempt joins the queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Queue {
+    Join,
+    Never,
+}
+
+impl FairLock {
+    /// [`FairLock::acquire`] once the name and waiter timeout are checked.
+    pub(crate) async fn acquire_checked(
+        &self,
+        options: AcquireOptions,
+    ) -> Result<Option<LockGuard>> {
+        let (lease, renewal) = match options.lease() {
+            Some(lease) => {
+                validate_lease(lease)?;
+                (lease, Renewal::Lease)
+            }
+            None => (
+                self.client.config().watchdog_timeout,
+                Renewal::Watchdog(&RENEW),
+            ),
+        };
+        let owner = self.client.owner_id(self.owner);
+        let request = Request {
+            owner,
+            field: owner.to_string(),
+            lease,
+            renewal,
+        };
+        match options.wait() {
+            Some(wait) if wait.is_zero() => match self.attempt(&request, Queue::Never).await? {
+                Attempt::Done(guard) => Ok(Some(guard)),
+                Attempt::Retry(_) => Ok(None),
+            },
+            wait => {
+                self.wait(&request, wait.map(|wait| Instant::now() + wait))
+                    .await
+            }
+        }
+    }
+
+    async fn wait(
+        &self,
+        request: &Request,
+        deadline: Option<Instant>,
+    ) -> Result<Option<LockGuard>> {
+        // A leave of this owner still running in the background would remove the new entry.
+        self.client
+            .watchdog()
+            .settled(&self.keys.timeouts, &request.field)
+            .await;
+        let leave = LeaveGuard::arm(&self.client, &self.keys, &request.field);
+        let mut refresh = None;
+        let result = self.queued(request, deadline, &mut refresh).await;
+        let joined = refresh.is_some();
+        drop(refresh);
+        match result {
+            // The acquire took the waiter out of the queue.
+            Ok(Some(guard)) => {
+                leave.disarm();
+                Ok(Some(guard))
+            }
+            // Refused before joining (bad input, a key of the wrong type, no TTL): the script
+            // checks all that before it writes anything.
+            Err(err) if !joined && !err.is_ambiguous() => {
+                leave.disarm();
+                Err(err)
+            }
+            other => {
+                leave.run_now().await;
+                other
+            }
+        }
+    }
+
+    /// The wait loop; `refresh` holds the registration that keeps the waiter's deadline fresh.
+    async fn queued(
+        &self,
+        request: &Request,
+        deadline: Option<Instant>,
+        refresh: &mut Option<HoldHandle>,
+    ) -> Result<Option<LockGuard>> {
+        let mut failures = 0;
+        let poll = self.client.config().fallback_poll;
+        let channel = self.keys.waiter_channel(&request.field);
+        // Subscribed before the first attempt (a subscription an earlier wait of this owner
+        // parked), a refusal can go straight to sleep. Otherwise the first attempt joins the
+        // queue, then the waiter subscribes and tries once more: a wake-up may have come
+        // before the subscription.
+        let subscription = match WaiterSubscription::parked(&channel) {
+            Some(subscription) => subscription,
+            None => {
+                let sent_at = Instant::now();
+                if let Attempt::Done(guard) =
+                    self.retrying(request, deadline, &mut failures).await?
+                {
+                    return Ok(Some(guard));
+                }
+                self.keep_refreshing(refresh, &request.field, sent_at);
+                if deadline.is_some_and(|d| d <= Instant::now()) {
+                    return Ok(None);
+                }
+                WaiterSubscription::subscribe(&self.client, &channel, poll).await
+            }
+        };
+        loop {
+            let notified = subscription.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let sent_at = Instant::now();
+            let bound = match self.retrying(request, deadline, &mut failures).await? {
+                Attempt::Done(guard) => return Ok(Some(guard)),
+                Attempt::Retry(bound) => bound,
+            };
+            self.keep_refreshing(refresh, &request.field, sent_at);
+            let now = Instant::now();
+            let mut until = now + jitter(poll);
+            if let Some(bound) = bound {
+                until = until.min(now + bound);
+            }
+            if let Some(deadline) = deadline {
+                if deadline <= now {
+                    return Ok(None);
+                }
+                until = until.min(deadline);
+            }
+            let _ = tokio::time::timeout_at(until, notified).await;
+        }
+    }
+
+    /// One queued attempt; a transient failure (connection lost, reply timed out: the attempt
+    /// has undone any hold it may have taken, and the waiter keeps its place) is retried after
+    /// a short back-off while the deadline allows, up to [`TRANSIENT_RETRIES`] in a row, as
+    /// [`keylatch_core::wait_for`] does.
+    async fn retrying(
+        &self,
+        request: &Request,
+        deadline: Option<Instant>,
+        failures: &mut u32,
+    ) -> Result<Attempt<LockGuard>> {
+        loop {
+            match self.attempt(request, Queue::Join).await {
+                Err(err) if err.is_ambiguous() && *failures < TRANSIENT_RETRIES => {
+                    *failures += 1;
+                    let backoff = Duration::from_millis(10 << (*failures).min(5));
+                    if deadline.is_some_and(|d| d <= Instant::now() + backoff) {
+                        return Err(err);
+                    }
+                    tracing::debug!(lock = %self.keys.name, error = %err, "transient failure; retrying the acquire");
+                    tokio::time::sleep(backoff).await;
+                }
+                Err(err) => return Err(err),
+                Ok(outcome) => {
+                    *failures = 0;
+                    return Ok(outcome);
+                }
+            }
+        }
+    }
+
+    /// Makes sure the watchdog refreshes this waiter's deadline: registers it after the first
+    /// queued attempt, and again if a refresh found the waiter gone (it was evicted, so the
+    /// last attempt queued it anew).
+    fn keep_refreshing(&self, refresh: &mut Option<HoldHandle>, field: &str, sent_at: Instant) {
+        if refresh
+            .as_ref()
+            .is_some_and(|h| matches!(h.state(), HoldState::Valid { .. }))
+        {
+            return;
+        }
+        if refresh.is_some() {
+            tracing::debug!(lock = %self.keys.name, waiter = field, "waiter was evicted: queued again");
+        }
+        *refresh = None;
+        *refresh = Some(self.client.watchdog().register(
+            &self.keys.timeouts,
+            field,
+            self.waiter_timeout,
+            Renewal::Watchdog(&REFRESH_WAITERS),
+            sent_at,
+        ));
+    }
+
+    /// One acquire script call. If this future is dropped while the request is in flight, the
+    /// request finishes in the background and what it did is undone; if the reply is lost, a
+    /// hold it may have granted is undone before the error is returned (see `flight.rs`).
+    async fn attempt(&self, request: &Request, queue: Queue) -> Result<Attempt<LockGuard>> {
+        let name = &self.keys.name;
+        let field = request.field.as_str();
+        let watchdog = self.client.watchdog();
+        watchdog.settled(name, field).await;
+        let call = self
+            .keys
+            .call(&ACQUIRE)
+            .key(self.keys.token.as_str())
+            .arg(lease_millis(request.lease))
+            .arg(field)
+            .arg(lease_millis(self.waiter_timeout))
+            .arg(if self.fencing { "1" } else { "0" })
+            .arg(if queue == Queue::Join { "1" } else { "0" });
+        let undo = Undo {
+            client: self.client.clone(),
+            release: self.release.clone(),
+            keys: self.keys.clone(),
+            owner: request.owner,
+            field: request.field.clone(),
+            expected: watchdog.local_count(name, field) as u64 + 1,
+            joins: queue == Queue::Join,
+        };
+        let sent_at = Instant::now();
+        let reply = Flight::new(call, undo).reply().await?;
+        let token = match reply {
+            Value::Nil => None,
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(token)] => Some(u64::try_from(*token).unwrap_or(0)),
+                _ => return Err(unexpected()),
+            },
+            Value::Int(-1) => {
+                return Err(Error::NoTtl {
+                    key: name.to_string(),
+                });
+            }
+            Value::Int(ms) if ms > 0 => {
+                let ms = u64::try_from(ms).unwrap_or(0);
+                return Ok(Attempt::Retry(Some(Duration::from_millis(ms))));
+            }
+            _ => return Err(unexpected()),
+        };
+        let hold = watchdog.register(name, field, request.lease, request.renewal, sent_at);
+        Ok(Attempt::Done(LockGuard::new(
+            self.client.clone(),
+            name.clone(),
+            request.owner,
+            self.release.clone(),
+            hold,
+            token,
+        )))
+    }
+}
+
+fn unexpected() -> Error {
+    Error::UnexpectedReply {
+        what: "fair_acquire",
+    }
+}
+
+/// `base` ± 20 %, so waiters that time out together do not retry together.
+fn jitter(base: Duration) -> Duration {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEED: AtomicU64 = AtomicU64::new(0x2545_f491_4f6c_dd1d);
+    let mut x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    let permille = 800 + (x % 401);
+    base * u32::try_from(permille).unwrap_or(1000) / 1000
+}

@@ -1,0 +1,266 @@
+//! `ReadLock`: the read side of a read-write lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keylatch_core::redis::Value;
+use keylatch_core::{
+    AcquireOptions, Attempt, DistributedLock, Error, LockGuard, Owner, OwnerId, Renewal, Result,
+    UndoGuard, WakeMode, lease_millis, validate_lease, validate_name,
+};
+use tokio::time::Instant;
+
+use crate::release::write_field;
+use crate::scripts::{READ_ACQUIRE, READ_RENEW};
+use crate::shared::Shared;
+
+/// The read side of a [`RwLock`](crate::RwLock), from
+/// [`RwLock::read_lock`](crate::RwLock::read_lock): the same methods as the reentrant lock, and
+/// the shared [`DistributedLock`] trait.
+///
+/// - **Sharing**: any number of owners may hold the read lock at once, in any number of
+///   processes, while no one holds the write lock.
+/// - **Reentrancy**: per [`Owner`] (by default the current tokio task); each acquisition is one
+///   hold with its own guard and its own expiry key. The owner of the write lock may take the
+///   read lock too (downgrade).
+/// - **Fairness**: a new reader waits while a keylatch writer is waiting (no writer
+///   starvation); an owner that already holds a read hold, or the write hold, re-enters at
+///   once. Among readers and writers there is no FIFO order.
+/// - **Leases**: each read hold expires on its own (`{name}:<owner-id>:rwlock_timeout:<n>`);
+///   in watchdog mode the client renews only its own owners' holds, so a crashed reader's hold
+///   ends after its lease even while other readers keep the lock. The hash lives as long as
+///   its longest hold.
+#[derive(Clone, Debug)]
+pub struct ReadLock {
+    shared: Arc<Shared>,
+    owner: Owner,
+}
+
+impl ReadLock {
+    pub(crate) fn new(shared: Arc<Shared>, owner: Owner) -> ReadLock {
+        ReadLock { shared, owner }
+    }
+
+    /// Acquire for `owner` instead of the current task.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// The lock name (the hash key).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The wake-up channel, `redisson_rwlock:{name}`.
+    pub fn channel(&self) -> &str {
+        &self.shared.channel
+    }
+
+    /// Waits as long as it takes; watchdog mode.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::NoTtl`] (the key is held without
+    /// an expiry: waiting would never end), Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is left behind; a request already sent is undone.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        let guard = self.acquire(AcquireOptions::new()).await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Waits as long as it takes; the hold ends after `lease`.
+    ///
+    /// # Errors
+    /// As [`lock`](ReadLock::lock), and [`Error::InvalidLease`].
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReadLock::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let guard = self
+            .acquire(AcquireOptions::new().with_lease(lease))
+            .await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Tries once; watchdog mode. `None` when a writer holds the lock or is waiting for it.
+    ///
+    /// # Errors
+    /// As [`lock`](ReadLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReadLock::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Waits at most `wait`; `lease` of `None` means watchdog mode.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](ReadLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReadLock::lock).
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let mut options = AcquireOptions::new().with_wait(wait);
+        if let Some(lease) = lease {
+            options = options.with_lease(lease);
+        }
+        self.acquire(options).await
+    }
+
+    /// Acquires with `options`; `None` when the wait bound passed first.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](ReadLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](ReadLock::lock).
+    pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        validate_name(&self.shared.name)?;
+        let (lease, renewal) = match options.lease() {
+            Some(lease) => {
+                validate_lease(lease)?;
+                (lease, Renewal::Lease)
+            }
+            None => (
+                self.shared.client.config().watchdog_timeout,
+                Renewal::Watchdog(&READ_RENEW),
+            ),
+        };
+        let owner = self.shared.client.owner_id(self.owner);
+        let field = owner.to_string();
+        let write_field = write_field(owner);
+        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        keylatch_core::wait_for(
+            &self.shared.client,
+            &self.shared.channel,
+            WakeMode::All,
+            deadline,
+            || self.attempt(owner, &field, &write_field, lease, renewal),
+        )
+        .await
+    }
+
+    async fn attempt(
+        &self,
+        owner: OwnerId,
+        field: &str,
+        write_field: &str,
+        lease: Duration,
+        renewal: Renewal,
+    ) -> Result<Attempt<LockGuard>> {
+        let shared = &*self.shared;
+        let watchdog = shared.client.watchdog();
+        watchdog.settled(&shared.name, field).await;
+        let expected = watchdog.local_count(&shared.name, field) as u64 + 1;
+        let undo = UndoGuard::arm_for_key(
+            &shared.client,
+            shared.read_release.clone(),
+            owner,
+            expected,
+            &shared.name,
+            field,
+        );
+        let call = READ_ACQUIRE
+            .call()
+            .key(&*shared.name)
+            .key(&*shared.intent_key)
+            .arg(lease_millis(lease))
+            .arg(field)
+            .arg(write_field);
+        let sent_at = Instant::now();
+        match shared.send(&call, undo).await? {
+            Value::Nil => {
+                let hold = watchdog.register(&shared.name, field, lease, renewal, sent_at);
+                Ok(Attempt::Done(LockGuard::new(
+                    shared.client.clone(),
+                    shared.name.clone(),
+                    owner,
+                    shared.read_release.clone(),
+                    hold,
+                    None,
+                )))
+            }
+            Value::Int(-1) => Err(Error::NoTtl {
+                key: shared.name.to_string(),
+            }),
+            Value::Int(wait) if wait >= 0 => Ok(Attempt::Retry(Some(Duration::from_millis(
+                wait.unsigned_abs(),
+            )))),
+            _ => Err(Error::UnexpectedReply {
+                what: "rwlock_read_acquire",
+            }),
+        }
+    }
+
+    /// Releases every read hold, whoever holds them, if the lock is in read mode (as
+    /// Redisson's read lock does), deleting their expiry keys, and publishes `0`. Returns
+    /// whether it released anything. Their guards then get [`Error::NotHeld`] from `unlock`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.shared.force_unlock("read").await
+    }
+
+    /// Whether the lock is in read mode (as Redisson's read lock answers; a writer that also
+    /// holds read holds keeps the lock in write mode).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.shared.mode().await?.as_deref() == Some("read"))
+    }
+
+    /// Whether the current owner (this handle's [`Owner`], resolved now) holds a read hold.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many read holds the current owner has (0: none).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn hold_count(&self) -> Result<u64> {
+        self.shared.count(&self.shared.field(self.owner)).await
+    }
+
+    /// The time left on the lock's hash (the longest of its holds); `None` when it is free.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::NoTtl`] for a key without an expiry, Redis errors.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.shared.remaining_ttl().await
+    }
+}
+
+#[async_trait]
+impl DistributedLock for ReadLock {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        ReadLock::acquire(self, options).await
+    }
+
+    async fn is_locked(&self) -> Result<bool> {
+        ReadLock::is_locked(self).await
+    }
+
+    async fn force_unlock(&self) -> Result<bool> {
+        ReadLock::force_unlock(self).await
+    }
+}

@@ -1,0 +1,99 @@
+//! How read and write holds are released (the [`HoldRelease`] of their guards).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keylatch_core::redis::Value;
+use keylatch_core::{Client, Error, HoldRelease, OwnerId, Result};
+
+use crate::scripts::{READ_RELEASE, WRITE_RELEASE};
+
+/// Releases read holds of one lock name.
+#[derive(Debug)]
+pub(crate) struct ReadRelease {
+    pub(crate) client: Client,
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+}
+
+/// Releases write holds of one lock name.
+#[derive(Debug)]
+pub(crate) struct WriteRelease {
+    pub(crate) client: Client,
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+}
+
+/// The hash field of an owner's write hold: `<owner id>:write`.
+pub(crate) fn write_field(owner: OwnerId) -> String {
+    format!("{owner}:write")
+}
+
+/// `'any'`, or the count the owner must have for the release to happen.
+fn condition(expected: Option<u64>) -> String {
+    expected.map_or_else(|| "any".to_owned(), |n| n.to_string())
+}
+
+fn settle(reply: Value, name: &str, what: &'static str) -> Result<()> {
+    match reply {
+        Value::Nil => Err(Error::NotHeld {
+            name: name.to_owned(),
+        }),
+        Value::Int(-1..=1) => Ok(()),
+        _ => Err(Error::UnexpectedReply { what }),
+    }
+}
+
+impl ReadRelease {
+    async fn run(&self, owner: OwnerId, expected: Option<u64>) -> Result<()> {
+        let call = READ_RELEASE
+            .call()
+            .key(&*self.name)
+            .key(&*self.channel)
+            .arg(owner.to_string())
+            .arg(condition(expected));
+        let reply = self.client.eval_value(&call).await?;
+        settle(reply, &self.name, "rwlock_read_release")
+    }
+}
+
+impl WriteRelease {
+    async fn run(&self, owner: OwnerId, expected: Option<u64>) -> Result<()> {
+        let call = WRITE_RELEASE
+            .call()
+            .key(&*self.name)
+            .key(&*self.channel)
+            .arg(write_field(owner))
+            .arg(condition(expected));
+        let reply = self.client.eval_value(&call).await?;
+        settle(reply, &self.name, "rwlock_write_release")
+    }
+}
+
+#[async_trait]
+impl HoldRelease for ReadRelease {
+    async fn release(&self, owner: OwnerId) -> Result<()> {
+        self.run(owner, None).await
+    }
+
+    async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()> {
+        match self.run(owner, Some(expected)).await {
+            Err(Error::NotHeld { .. }) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+#[async_trait]
+impl HoldRelease for WriteRelease {
+    async fn release(&self, owner: OwnerId) -> Result<()> {
+        self.run(owner, None).await
+    }
+
+    async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()> {
+        match self.run(owner, Some(expected)).await {
+            Err(Error::NotHeld { .. }) => Ok(()),
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! `WriteLock`: the write side of a read-write lock.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keylatch_core::redis::Value;
+use keylatch_core::{
+    AcquireOptions, Attempt, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal,
+    Result, UndoGuard, WakeMode, lease_millis, validate_lease, validate_name,
+};
+use tokio::time::Instant;
+
+use crate::intent::IntentGuard;
+use crate::release::write_field;
+use crate::scripts::{WRITE_ACQUIRE, WRITE_RENEW};
+use crate::shared::Shared;
+
+/// How long a waiting writer's intent lasts without a refresh, by default.
+pub(crate) const DEFAULT_WRITER_INTENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The write side of a [`RwLock`](crate::RwLock), from
+/// [`RwLock::write_lock`](crate::RwLock::write_lock): the same methods as the reentrant lock,
+/// and the shared [`DistributedLock`] trait.
+///
+/// - **Exclusion**: one owner at a time, and no reader meanwhile, across every process using
+///   the name.
+/// - **Reentrancy**: per [`Owner`] (by default the current tokio task). The writer may also
+///   take the read lock (downgrade: after its last write unlock its read holds remain). An
+///   owner that holds only read holds gets [`Error::UpgradeRefused`] at once: waiting for its
+///   own readers to leave would never end.
+/// - **Fairness**: no writer starvation. A waiting writer records its intent in
+///   `{name}:write_intent`; new keylatch readers wait behind it while current readers finish
+///   (readers that re-enter pass). Writers are not ordered among themselves, and while writers
+///   keep coming, new readers keep waiting (writer preference).
+/// - **Leases**: as the reentrant lock's (watchdog mode without a lease). The intent is kept
+///   fresh by the watchdog while the writer waits and expires after the writer intent timeout
+///   (default 5 s, [`with_writer_intent_timeout`](WriteLock::with_writer_intent_timeout)) if
+///   its process dies.
+#[derive(Clone, Debug)]
+pub struct WriteLock {
+    shared: Arc<Shared>,
+    owner: Owner,
+    intent_timeout: Duration,
+}
+
+/// The fixed parts of one write acquire.
+struct Request<'a> {
+    owner: OwnerId,
+    field: &'a str,
+    write_field: &'a str,
+    lease: Duration,
+    renewal: Renewal,
+    /// The intent timeout in ms, or 0 when the caller does not wait.
+    intent_ms: u64,
+}
+
+impl WriteLock {
+    pub(crate) fn new(shared: Arc<Shared>, owner: Owner, intent_timeout: Duration) -> WriteLock {
+        WriteLock {
+            shared,
+            owner,
+            intent_timeout,
+        }
+    }
+
+    /// Acquire for `owner` instead of the current task.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// How long a waiting writer's intent keeps new readers out without a refresh (default
+    /// 5 s). The watchdog refreshes it every third of this while the writer waits; after the
+    /// writer's process dies, readers stop deferring to it within this time. Checked when an
+    /// acquire starts: at least 30 ms and at most [`MAX_LEASE`], else
+    /// [`Error::InvalidConfig`].
+    #[must_use]
+    pub fn with_writer_intent_timeout(mut self, timeout: Duration) -> Self {
+        self.intent_timeout = timeout;
+        self
+    }
+
+    /// The lock name (the hash key).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The wake-up channel, `redisson_rwlock:{name}`.
+    pub fn channel(&self) -> &str {
+        &self.shared.channel
+    }
+
+    /// Waits as long as it takes; watchdog mode.
+    ///
+    /// # Errors
+    /// [`Error::UpgradeRefused`] when the owner holds a read hold and not the write hold;
+    /// [`Error::InvalidName`], [`Error::InvalidConfig`] (the writer intent timeout),
+    /// [`Error::WrongType`], [`Error::NoTtl`] (the key is held without an expiry: waiting would
+    /// never end), Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is left behind — no hold (a request already sent is undone), no
+    /// subscription, and the writer's intent is withdrawn in the background.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        let guard = self.acquire(AcquireOptions::new()).await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Waits as long as it takes; the hold ends after `lease`.
+    ///
+    /// # Errors
+    /// As [`lock`](WriteLock::lock), and [`Error::InvalidLease`].
+    ///
+    /// # Cancel safety
+    /// As [`lock`](WriteLock::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let guard = self
+            .acquire(AcquireOptions::new().with_lease(lease))
+            .await?;
+        Ok(guard.expect("an unbounded wait returns a guard"))
+    }
+
+    /// Tries once; watchdog mode. `None` when anyone else holds the lock. Records no intent.
+    ///
+    /// # Errors
+    /// As [`lock`](WriteLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](WriteLock::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Waits at most `wait`; `lease` of `None` means watchdog mode.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](WriteLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](WriteLock::lock).
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let mut options = AcquireOptions::new().with_wait(wait);
+        if let Some(lease) = lease {
+            options = options.with_lease(lease);
+        }
+        self.acquire(options).await
+    }
+
+    /// Acquires with `options`; `None` when the wait bound passed first. While it waits, the
+    /// writer's intent keeps new readers out; it is withdrawn when the wait ends.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](WriteLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](WriteLock::lock).
+    pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        let shared = &*self.shared;
+        validate_name(&shared.name)?;
+        if self.intent_timeout < Duration::from_millis(30) || self.intent_timeout > MAX_LEASE {
+            return Err(Error::InvalidConfig {
+                field: "writer_intent_timeout",
+                reason: "must be between 30ms and 30 days",
+            });
+        }
+        let (lease, renewal) = match options.lease() {
+            Some(lease) => {
+                validate_lease(lease)?;
+                (lease, Renewal::Lease)
+            }
+            None => (
+                shared.client.config().watchdog_timeout,
+                Renewal::Watchdog(&WRITE_RENEW),
+            ),
+        };
+        let owner = shared.client.owner_id(self.owner);
+        let field = owner.to_string();
+        let write_field = write_field(owner);
+        let waits = options.wait() != Some(Duration::ZERO);
+        let request = Request {
+            owner,
+            field: &field,
+            write_field: &write_field,
+            lease,
+            renewal,
+            intent_ms: if waits {
+                lease_millis(self.intent_timeout)
+            } else {
+                0
+            },
+        };
+        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        let intent = Mutex::new(IntentGuard::new(
+            self.shared.clone(),
+            field.clone(),
+            self.intent_timeout,
+        ));
+        let result = keylatch_core::wait_for(
+            &shared.client,
+            &shared.channel,
+            WakeMode::All,
+            deadline,
+            || self.attempt(&request, &intent),
+        )
+        .await;
+        let intent = intent.into_inner().unwrap_or_else(PoisonError::into_inner);
+        // A no-op once the lock was acquired (the acquire removed the intent); otherwise the
+        // readers that deferred to this writer are let in now. If this fails, it goes on in
+        // the background.
+        let _ = intent.withdraw().await;
+        result
+    }
+
+    async fn attempt(
+        &self,
+        request: &Request<'_>,
+        intent: &Mutex<IntentGuard>,
+    ) -> Result<Attempt<LockGuard>> {
+        let shared = &*self.shared;
+        let watchdog = shared.client.watchdog();
+        // Background work of this owner on this lock (a release, an undo, a withdrawal) lands
+        // first, so the server is in the state this client believes.
+        watchdog.settled(&shared.name, request.write_field).await;
+        watchdog.settled(&shared.name, request.field).await;
+        watchdog.settled(&shared.intent_key, request.field).await;
+        let expected = watchdog.local_count(&shared.name, request.write_field) as u64 + 1;
+        let undo = UndoGuard::arm_for_key(
+            &shared.client,
+            shared.write_release.clone(),
+            request.owner,
+            expected,
+            &shared.name,
+            request.write_field,
+        );
+        if request.intent_ms > 0 {
+            lock(intent).arm();
+        }
+        let call = WRITE_ACQUIRE
+            .call()
+            .key(&*shared.name)
+            .key(&*shared.intent_key)
+            .arg(lease_millis(request.lease))
+            .arg(request.field)
+            .arg(request.write_field)
+            .arg(request.intent_ms);
+        let sent_at = Instant::now();
+        match shared.send(&call, undo).await? {
+            Value::Nil => {
+                lock(intent).acquired();
+                let hold = watchdog.register(
+                    &shared.name,
+                    request.write_field,
+                    request.lease,
+                    request.renewal,
+                    sent_at,
+                );
+                Ok(Attempt::Done(LockGuard::new(
+                    shared.client.clone(),
+                    shared.name.clone(),
+                    request.owner,
+                    shared.write_release.clone(),
+                    hold,
+                    None,
+                )))
+            }
+            Value::Int(-3) => Err(self.upgrade_refused()),
+            Value::Int(-1) => Err(Error::NoTtl {
+                key: shared.name.to_string(),
+            }),
+            Value::Int(pttl) if pttl >= 0 => {
+                if request.intent_ms > 0 {
+                    lock(intent).recorded(sent_at);
+                }
+                Ok(Attempt::Retry(Some(Duration::from_millis(
+                    pttl.unsigned_abs(),
+                ))))
+            }
+            _ => Err(Error::UnexpectedReply {
+                what: "rwlock_write_acquire",
+            }),
+        }
+    }
+
+    fn upgrade_refused(&self) -> Error {
+        Error::UpgradeRefused {
+            name: self.shared.name.to_string(),
+        }
+    }
+
+    /// Releases the write lock whoever holds it, if the lock is in write mode (as Redisson's
+    /// write lock does), with the writer's read holds, and publishes `1`. Returns whether it
+    /// released anything. The old holder's guards then get [`Error::NotHeld`] from `unlock`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.shared.force_unlock("write").await
+    }
+
+    /// Whether the lock is in write mode.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.shared.mode().await?.as_deref() == Some("write"))
+    }
+
+    /// Whether the current owner (this handle's [`Owner`], resolved now) holds the write lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many times the current owner holds the write lock (0: not at all).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    pub async fn hold_count(&self) -> Result<u64> {
+        let owner = self.shared.client.owner_id(self.owner);
+        self.shared.count(&write_field(owner)).await
+    }
+
+    /// The time left on the lock's hash; `None` when it is free.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::NoTtl`] for a key without an expiry, Redis errors.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.shared.remaining_ttl().await
+    }
+}
+
+fn lock(intent: &Mutex<IntentGuard>) -> std::sync::MutexGuard<'_, IntentGuard> {
+    intent.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[async_trait]
+impl DistributedLock for WriteLock {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        WriteLock::acquire(self, options).await
+    }
+
+    async fn is_locked(&self) -> Result<bool> {
+        WriteLock::is_locked(self).await
+    }
+
+    async fn force_unlock(&self) -> Result<bool> {
+        WriteLock::force_unlock(self).await
+    }
+}

@@ -1,0 +1,302 @@
+//! Waiter liveness: a waiter whose process is killed is evicted after its waiter timeout and
+//! the queue moves on in order; a live waiter keeps its place however long it waits; a waiter
+//! that gives up (timed out or cancelled) leaves at once and the next one inherits no delay.
+use std::process::Stdio;
+use std::time::Duration;
+
+use keylatch::redis::AsyncCommands;
+use keylatch::{FairLock, LockGuard, Owner};
+use keylatch_tests::{client_with, eventually, raw, server, unique};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Fallback poll long enough that only wake-ups and the queue's own bounds move a waiter.
+const SLOW_POLL: Duration = Duration::from_secs(60);
+
+fn waiter(client: &keylatch::Client, name: &str, timeout: Duration) -> (FairLock, String) {
+    let owner = Owner::unique();
+    let id = client.owner_id(owner).to_string();
+    (
+        client
+            .fair_lock(name)
+            .with_owner(owner)
+            .with_waiter_timeout(timeout),
+        id,
+    )
+}
+
+/// Starts `lock.lock()` and returns when the waiter is in the queue.
+async fn queue_up(lock: &FairLock, id: &str) -> JoinHandle<(keylatch::Result<LockGuard>, Instant)> {
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            let result = lock.lock().await;
+            (result, Instant::now())
+        }
+    });
+    let queued = eventually(Duration::from_secs(5), || async {
+        lock.queue().await.unwrap().iter().any(|w| w.id == id)
+    })
+    .await;
+    assert!(queued, "{id} did not queue");
+    waiting
+}
+
+async fn ids(lock: &FairLock) -> Vec<String> {
+    lock.queue()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_waiter_process_is_evicted_and_the_queue_moves_on_in_order() {
+    const WAITER_TIMEOUT: Duration = Duration::from_secs(1);
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let b = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let c = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let name = unique("fair-crash");
+    let holder = holder_client
+        .fair_lock(&name)
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    // First in line: a waiter in another process.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keylatch-test-fair-waiter"))
+        .args([
+            server.url(),
+            name.clone(),
+            WAITER_TIMEOUT.as_millis().to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("the waiter process reports within 20 s")
+        .unwrap()
+        .unwrap_or_default();
+    let child_id = line
+        .strip_prefix("queued ")
+        .expect("queued <id>")
+        .to_owned();
+
+    let (second, second_id) = waiter(&b, &name, WAITER_TIMEOUT);
+    let (third, third_id) = waiter(&c, &name, WAITER_TIMEOUT);
+    let second_wait = queue_up(&second, &second_id).await;
+    let third_wait = queue_up(&third, &third_id).await;
+    assert_eq!(
+        ids(&second).await,
+        vec![child_id.clone(), second_id.clone(), third_id.clone()]
+    );
+    // The child refreshes its place: after two waiter timeouts it is still first.
+    tokio::time::sleep(WAITER_TIMEOUT * 2).await;
+    assert_eq!(
+        ids(&second).await[0],
+        child_id,
+        "a live waiter lost its place"
+    );
+
+    child.kill().await.unwrap();
+    let killed = Instant::now();
+    // The release wakes the dead head; nobody answers until its deadline passes.
+    holder.unlock().await.unwrap();
+    let (guard, acquired) =
+        tokio::time::timeout(WAITER_TIMEOUT + Duration::from_secs(10), second_wait)
+            .await
+            .expect("the queue never moved on")
+            .unwrap();
+    let guard = guard.unwrap();
+    let moved_on = acquired - killed;
+    println!(
+        "killed waiter process: the next waiter got the lock {moved_on:?} after the kill (waiter timeout {WAITER_TIMEOUT:?})"
+    );
+    assert!(
+        moved_on <= WAITER_TIMEOUT + Duration::from_secs(1),
+        "the queue moved on only after {moved_on:?}"
+    );
+    assert!(!third_wait.is_finished(), "the third overtook the second");
+    assert_eq!(
+        ids(&third).await,
+        vec![third_id.clone()],
+        "the dead waiter was evicted"
+    );
+    guard.unlock().await.unwrap();
+    let (guard, _) = tokio::time::timeout(Duration::from_secs(5), third_wait)
+        .await
+        .expect("the third is woken by the release")
+        .unwrap();
+    guard.unwrap().unlock().await.unwrap();
+    let mut conn = raw(&server).await;
+    for key in [
+        name.clone(),
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+    ] {
+        let exists: bool = conn.exists(&key).await.unwrap();
+        assert!(!exists, "{key} left behind");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_waiter_keeps_its_place_for_three_waiter_timeouts() {
+    const WAITER_TIMEOUT: Duration = Duration::from_millis(500);
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let b = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let c = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let name = unique("fair-live");
+    let holder = holder_client
+        .fair_lock(&name)
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    // The head waits on the holder's 30 s lease and a 60 s poll: it does not retry on its own,
+    // so only the refresh keeps its deadline. The second retries at each deadline of the head
+    // and would evict it the moment it passed.
+    let (first, first_id) = waiter(&b, &name, WAITER_TIMEOUT);
+    let (second, second_id) = waiter(&c, &name, WAITER_TIMEOUT);
+    let first_wait = queue_up(&first, &first_id).await;
+    let second_wait = queue_up(&second, &second_id).await;
+    let renewed_before = b.stats().watchdog.renewed_keys;
+    let started = Instant::now();
+    let mut samples = 0;
+    while started.elapsed() < WAITER_TIMEOUT * 3 {
+        let queue = first.queue().await.unwrap();
+        let order: Vec<&str> = queue.iter().map(|w| w.id.as_str()).collect();
+        assert_eq!(
+            order,
+            vec![first_id.as_str(), second_id.as_str()],
+            "after {:?}",
+            started.elapsed()
+        );
+        assert!(queue.iter().all(|w| !w.expires_in.is_zero()), "{queue:?}");
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refreshes = b.stats().watchdog.renewed_keys - renewed_before;
+    println!(
+        "head waited {:?} (3 x {WAITER_TIMEOUT:?}): first in all {samples} samples, {refreshes} refreshes",
+        started.elapsed()
+    );
+    assert!(
+        refreshes >= 6,
+        "expected the head's deadline to be refreshed, got {refreshes}"
+    );
+    holder.unlock().await.unwrap();
+    let (guard, first_at) = first_wait.await.unwrap();
+    guard.unwrap().unlock().await.unwrap();
+    let (guard, second_at) = second_wait.await.unwrap();
+    guard.unwrap().unlock().await.unwrap();
+    assert!(first_at < second_at, "the second overtook the first");
+    assert_eq!(b.stats().watchdog.holds, 0, "the refresh outlived the wait");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_that_give_up_leave_at_once_and_pass_on_no_delay() {
+    // A long waiter timeout: a waiter left behind in the queue would hold the next one up
+    // for 10 s.
+    const WAITER_TIMEOUT: Duration = Duration::from_secs(10);
+    let server = server();
+    let a = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let b = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let mut conn = raw(&server).await;
+
+    // 1. A bounded wait times out: it is out of the queue when `try_lock_for` returns.
+    let name = unique("fair-timed-out");
+    let holder = a
+        .fair_lock(&name)
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let (impatient, impatient_id) = waiter(&b, &name, WAITER_TIMEOUT);
+    let (patient, patient_id) = waiter(&a, &name, WAITER_TIMEOUT);
+    let timed_out = tokio::spawn({
+        let impatient = impatient.clone();
+        async move {
+            impatient
+                .try_lock_for(Duration::from_millis(400), None)
+                .await
+        }
+    });
+    let queued = eventually(Duration::from_secs(5), || async {
+        ids(&patient).await == vec![impatient_id.clone()]
+    })
+    .await;
+    assert!(queued);
+    let patient_wait = queue_up(&patient, &patient_id).await;
+    assert!(timed_out.await.unwrap().unwrap().is_none());
+    assert_eq!(
+        ids(&patient).await,
+        vec![patient_id.clone()],
+        "the timed-out wait is still queued"
+    );
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(5), patient_wait)
+        .await
+        .expect("the next waiter was held up")
+        .unwrap();
+    guard.unwrap().unlock().await.unwrap();
+    println!(
+        "timed-out head: the next waiter got the lock {:?} after the release",
+        acquired - released
+    );
+
+    // 2. A cancelled head while the lock is held by a lease that runs out (no release
+    //    message): leaving wakes the new head, which then waits for the lease, not for the
+    //    old head's 10 s deadline or its 60 s poll.
+    let name = unique("fair-cancelled");
+    let lease = Duration::from_millis(1500);
+    let _: () = conn.hset(&name, "someone-else:1", 1).await.unwrap();
+    let _: () = conn.pexpire(&name, lease.as_millis() as i64).await.unwrap();
+    let leased_at = Instant::now();
+    let (first, first_id) = waiter(&b, &name, WAITER_TIMEOUT);
+    let (second, second_id) = waiter(&a, &name, WAITER_TIMEOUT);
+    let first_wait = queue_up(&first, &first_id).await;
+    let second_wait = queue_up(&second, &second_id).await;
+    // Let the second settle into its sleep (subscribed, second attempt done: it sleeps until
+    // the head's deadline) before the head goes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let settled = eventually(Duration::from_secs(5), || async {
+        a.stats().subscribers == 1
+    })
+    .await;
+    assert!(settled, "{:?}", a.stats());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    first_wait.abort();
+    let _ = first_wait.await;
+    let left = eventually(Duration::from_secs(2), || async {
+        ids(&second).await == vec![second_id.clone()]
+    })
+    .await;
+    assert!(
+        left,
+        "the cancelled wait is still queued: {:?}",
+        ids(&second).await
+    );
+    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(8), second_wait)
+        .await
+        .expect("the next waiter inherited the cancelled one's delay")
+        .unwrap();
+    let after = acquired - leased_at;
+    println!(
+        "cancelled head: the next waiter got the lock {after:?} after a {lease:?} lease began"
+    );
+    assert!(
+        after <= lease + Duration::from_secs(1),
+        "got it only after {after:?}"
+    );
+    guard.unwrap().unlock().await.unwrap();
+    for client in [&a, &b] {
+        client.wait_idle().await;
+        assert_eq!(client.stats().watchdog.holds, 0);
+    }
+}

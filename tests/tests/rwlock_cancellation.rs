@@ -1,0 +1,327 @@
+//! Dropping a read or write acquire at any point leaves nothing behind: no hash, no per-hold
+//! key, no writer intent, no watchdog entry, no subscription (locally or on the server).
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use keylatch::Owner;
+use keylatch::redis::{self, AsyncCommands};
+use keylatch_tests::{RedisServer, client, eventually, raw, server, server_channels, unique};
+
+fn poll_once<F: Future>(fut: F) -> bool {
+    let mut fut = pin!(fut);
+    let waker = futures_util::task::noop_waker();
+    matches!(
+        fut.as_mut().poll(&mut Context::from_waker(&waker)),
+        Poll::Ready(_)
+    )
+}
+
+/// Every key of the lock: the hash `name` and the `{name}:…` keys (per-hold keys, intent).
+async fn lock_keys(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
+    let mut keys: Vec<String> = conn.keys(name).await.unwrap();
+    let derived: Vec<String> = conn.keys(format!("{{{name}}}:*")).await.unwrap();
+    keys.extend(derived);
+    keys
+}
+
+async fn assert_clean(client: &keylatch::Client, server: &RedisServer, name: &str) {
+    client.wait_idle().await;
+    let mut conn = raw(server).await;
+    let left = lock_keys(&mut conn, name).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let stats = client.stats();
+    assert_eq!(
+        stats.watchdog.holds, 0,
+        "a watchdog entry (hold or intent) was left behind"
+    );
+    let unsubscribed = eventually(Duration::from_secs(5), || async {
+        client.stats().channels == 0
+    })
+    .await;
+    assert!(
+        unsubscribed,
+        "a subscription was left behind: {:?}",
+        client.stats()
+    );
+    let gone = eventually(Duration::from_secs(5), || {
+        let mut conn = conn.clone();
+        async move { server_channels(&mut conn, name).await == 0 }
+    })
+    .await;
+    assert!(gone, "the server still has a subscription for {name}");
+}
+
+async fn pause(conn: &mut redis::aio::MultiplexedConnection, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn poll_once_or_abort_mid_wait_leaves_nothing() {
+    let server = server();
+    let client = client(&server).await;
+    let other = keylatch_tests::client(&server).await;
+    let name = unique("rw-poll-once");
+    let rw = client.rw_lock(&name);
+    for _ in 0..30 {
+        poll_once(rw.read());
+        poll_once(rw.write());
+        poll_once(rw.try_read());
+        poll_once(rw.try_write());
+        poll_once(rw.read_lock().lock_with_lease(Duration::from_secs(5)));
+        poll_once(rw.write_lock().lock_with_lease(Duration::from_secs(5)));
+    }
+    // Readers aborted while a writer holds; writers aborted while a reader holds (their
+    // intents recorded, then withdrawn).
+    for (holder_writes, waiter_writes) in [(true, false), (false, true), (true, true)] {
+        let holder_rw = other.rw_lock(&name);
+        let holder = if holder_writes {
+            holder_rw.write().await.unwrap()
+        } else {
+            holder_rw.read().await.unwrap()
+        };
+        for _ in 0..20 {
+            let rw = rw.clone();
+            let waiting = tokio::spawn(async move {
+                if waiter_writes {
+                    rw.write().await
+                } else {
+                    rw.read().await
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            waiting.abort();
+            let _ = waiting.await;
+        }
+        holder.unlock().await.unwrap();
+    }
+    assert_clean(&client, &server, &name).await;
+    assert_clean(&other, &server, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_timeout_storms_leave_nothing() {
+    let server = server();
+    let client = client(&server).await;
+    let other = keylatch_tests::client(&server).await;
+    let name = unique("rw-read-storm");
+    let rw = client.rw_lock(&name);
+    let (mut acquired, mut cancelled) = (0, 0);
+    // Uncontended: the drop lands before, during or after the acquire's round trip.
+    for i in 0..300u64 {
+        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.read()).await {
+            Ok(guard) => {
+                acquired += 1;
+                guard.unwrap().unlock().await.unwrap();
+            }
+            Err(_) => cancelled += 1,
+        }
+    }
+    // Re-entrant: the owner already holds a read hold, so drops land on re-entries.
+    let held = rw.read().await.unwrap();
+    for i in 0..200u64 {
+        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.read()).await {
+            Ok(guard) => {
+                acquired += 1;
+                drop(guard.unwrap());
+            }
+            Err(_) => cancelled += 1,
+        }
+    }
+    client.wait_idle().await;
+    assert_eq!(
+        rw.read_lock().hold_count().await.unwrap(),
+        1,
+        "dropped re-entries changed the hold count"
+    );
+    held.unlock().await.unwrap();
+    // Contended: another client writes for a while, so drops land mid-wait; it lets go
+    // half-way through.
+    let writing = other
+        .rw_lock(&name)
+        .write_lock()
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        writing.unlock().await.unwrap();
+    });
+    for i in 0..300u64 {
+        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.read()).await {
+            Ok(guard) => {
+                acquired += 1;
+                drop(guard.unwrap());
+            }
+            Err(_) => cancelled += 1,
+        }
+    }
+    release.await.unwrap();
+    println!("read storm: {acquired} acquired, {cancelled} cancelled");
+    assert!(cancelled > 0 && acquired > 0, "the storm missed an outcome");
+    assert_clean(&client, &server, &name).await;
+    assert_eq!(other.stats().watchdog.holds, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_timeout_storms_leave_nothing() {
+    let server = server();
+    let client = client(&server).await;
+    let other = keylatch_tests::client(&server).await;
+    let name = unique("rw-write-storm");
+    let rw = client.rw_lock(&name);
+    let (mut acquired, mut cancelled) = (0, 0);
+    for i in 0..300u64 {
+        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.write()).await {
+            Ok(guard) => {
+                acquired += 1;
+                guard.unwrap().unlock().await.unwrap();
+            }
+            Err(_) => cancelled += 1,
+        }
+    }
+    // Contended by a reader on another client: the writer records its intent, and drops land
+    // before, while and after it is recorded.
+    let mut conn = raw(&server).await;
+    let intent = format!("{{{name}}}:write_intent");
+    let mut intents_seen = 0;
+    for round in 0..2 {
+        let reading = other
+            .rw_lock(&name)
+            .read_lock()
+            .lock_with_lease(Duration::from_secs(30))
+            .await
+            .unwrap();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            reading.unlock().await.unwrap();
+        });
+        for i in 0..300u64 {
+            let wait = Duration::from_nanos(i * 5_000 + round * 1_000_000);
+            match tokio::time::timeout(wait, rw.write()).await {
+                Ok(guard) => {
+                    acquired += 1;
+                    drop(guard.unwrap());
+                }
+                Err(_) => cancelled += 1,
+            }
+            if i % 50 == 0 && conn.exists::<_, bool>(&intent).await.unwrap() {
+                intents_seen += 1;
+            }
+        }
+        release.await.unwrap();
+    }
+    // Held throughout: every drop lands before, while or after the intent is recorded, and
+    // no later acquire removes it; the withdrawals must.
+    let reading = other.rw_lock(&name).read().await.unwrap();
+    for i in 0..200u64 {
+        let wait = Duration::from_nanos(i * 10_000 + 200_000);
+        let result = tokio::time::timeout(wait, rw.write()).await;
+        assert!(result.is_err(), "a reader holds the lock");
+        cancelled += 1;
+        if i % 20 == 0 && conn.exists::<_, bool>(&intent).await.unwrap() {
+            intents_seen += 1;
+        }
+    }
+    client.wait_idle().await;
+    let exists: bool = conn.exists(&intent).await.unwrap();
+    assert!(!exists, "cancelled writers left their intent");
+    reading.unlock().await.unwrap();
+    println!(
+        "write storm: {acquired} acquired, {cancelled} cancelled, intent seen {intents_seen} \
+         times mid-storm"
+    );
+    assert!(cancelled > 0 && acquired > 0, "the storm missed an outcome");
+    assert_clean(&client, &server, &name).await;
+    assert_eq!(other.stats().watchdog.holds, 0);
+    // Nothing keeps new readers out afterwards.
+    let reader = other.rw_lock(&name).with_owner(Owner::unique());
+    let guard = reader.try_read().await.unwrap().expect("no stale intent");
+    guard.unlock().await.unwrap();
+}
+
+/// Pauses the server so a request is sent but not answered, drops the future meanwhile, and
+/// lets the server run it afterwards: the undo must cancel its effect.
+#[tokio::test]
+async fn acquires_dropped_in_flight_are_undone_after_the_server_runs_them() {
+    let server = server();
+    let client = client(&server).await;
+    let other = keylatch_tests::client(&server).await;
+    let mut conn = raw(&server).await;
+    let name = unique("rw-in-flight");
+    let rw = client.rw_lock(&name).with_owner(Owner::unique());
+
+    // A fresh read, then a fresh write, dropped while the server is paused.
+    for write in [false, true] {
+        pause(&mut conn, 300).await;
+        let fut = async {
+            if write {
+                rw.write().await
+            } else {
+                rw.read().await
+            }
+        };
+        let dropped = tokio::time::timeout(Duration::from_millis(50), fut).await;
+        assert!(dropped.is_err(), "the paused server answered");
+        client.wait_idle().await;
+        let left = lock_keys(&mut conn, &name).await;
+        assert!(left.is_empty(), "the dropped acquire left {left:?}");
+        assert_eq!(client.stats().watchdog.holds, 0);
+    }
+
+    // A read re-entry dropped the same way: the count goes back to what the guards account
+    // for, and so do the per-hold keys.
+    let r1 = rw.read().await.unwrap();
+    let r2 = rw.read().await.unwrap();
+    pause(&mut conn, 300).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), rw.read())
+            .await
+            .is_err()
+    );
+    client.wait_idle().await;
+    assert_eq!(rw.read_lock().hold_count().await.unwrap(), 2);
+    let holds: Vec<String> = conn.keys(format!("{{{name}}}:*")).await.unwrap();
+    assert_eq!(holds.len(), 2, "{holds:?}");
+
+    // A read unlock dropped in flight still releases exactly once.
+    pause(&mut conn, 300).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), r2.unlock())
+            .await
+            .is_err()
+    );
+    client.wait_idle().await;
+    assert_eq!(rw.read_lock().hold_count().await.unwrap(), 1);
+    r1.unlock().await.unwrap();
+
+    // A waiting writer dropped in flight: the server records its intent after the drop; the
+    // withdrawal, queued behind it, removes it.
+    let reading = other
+        .rw_lock(&name)
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    pause(&mut conn, 300).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), rw.write())
+            .await
+            .is_err()
+    );
+    client.wait_idle().await;
+    let intent: bool = conn
+        .exists(format!("{{{name}}}:write_intent"))
+        .await
+        .unwrap();
+    assert!(!intent, "the dropped writer's intent was left behind");
+    reading.unlock().await.unwrap();
+    assert_clean(&client, &server, &name).await;
+}
