@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Demo: two processes compete for the same keylatch lock in one Redis.
+# Demo: keylatch's use cases, each across real OS processes.
 #
 # Starts a throwaway redis-server on a free port (unless REDIS_URL is already
-# set, in which case that Redis is used), builds the examples of the keylatch
-# crate, then runs the example `two_processes`, which starts two worker
-# processes (A and B) that increment a shared counter under one lock, and
-# fails if any increment was lost.
+# set, in which case that Redis is used), builds the keylatch command, and runs
+# `keylatch demo`: FIFO-ordered jobs on the fair lock, a cache refresh with the
+# read-write lock, and a semaphore capping concurrency. It ends with a summary
+# saying whether each property held, and fails if one did not.
 set -euo pipefail
 
 SCRIPT_NAME="demo.sh"
@@ -14,12 +14,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/lib.sh"
 cd "$ROOT"
 
-WORKER_PIDS=()
 on_exit() {
-    local status=$? pid
-    for pid in "${WORKER_PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
+    local status=$?
     stop_throwaway_redis
     exit "$status"
 }
@@ -39,14 +35,11 @@ else
     log "it listens at $REDIS_URL and is stopped when the demo ends"
 fi
 
-section "building the keylatch examples"
-cargo build --locked -p keylatch --examples
-bin="${CARGO_TARGET_DIR:-$ROOT/target}/debug/examples/two_processes"
-[ -x "$bin" ] || die "the example binary $bin was not built (is there crates/keylatch/examples/two_processes.rs?)"
+section "building the keylatch command"
+cargo build --locked -p keylatch-cli
+bin="${CARGO_TARGET_DIR:-$ROOT/target}/debug/keylatch"
+[ -x "$bin" ] || die "the keylatch binary $bin was not built"
 
-section "running two separate processes, worker A and worker B, that share one lock"
-log "both talk to $REDIS_URL; only one may hold the lock at a time"
-log "each adds 1 to a shared counter 50 times (read, pause, write) under the lock"
-# Without arguments the example starts the two workers itself and checks the counter.
-"$bin" || die "the demo failed: see above"
-log "demo finished: no increment was lost, so the two processes never overlapped"
+section "running keylatch demo: FIFO jobs, cache refresh, capped concurrency, each across real processes"
+"$bin" --redis "$REDIS_URL" demo || die "the demo failed: a property did not hold (see above)"
+log "demo finished: every property held"

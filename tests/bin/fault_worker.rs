@@ -6,14 +6,17 @@
 //! keylatch-test-fault-worker --url URL --oracle URL --name NAME --id N
 //!     [--iterations N] [--hold-ms N] [--watchdog-ms N] [--lease-ms N]
 //!     [--response-timeout-ms N] [--hold-forever]
+//!     [--mode reentrant|fair|read|write|permit] [--waiter-timeout-ms N] [--permits N]
 //! ```
 //! Events: `acquired` (t, token, until: the local validity deadline, all in µs of wall-clock
 //! time), `write` (ok: accepted by the fenced oracle), `released` (t, before the unlock call),
 //! `unlock` (ok, error), `check` (lost), `error`, `done`.
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use keylatch::DistributedLock;
 use keylatch::redis::{self, AsyncCommands};
 use tokio::time::Instant;
 
@@ -69,7 +72,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .fallback_poll(Duration::from_millis(num("poll-ms", 500)));
     config = config.connect_timeout(Duration::from_secs(2));
     let client = keylatch::Client::connect_with(config.build()?).await?;
-    let lock = client.lock(&name).with_fencing(true);
+    let lock: Arc<dyn DistributedLock> = match get("mode").as_deref().unwrap_or("reentrant") {
+        "reentrant" => Arc::new(client.lock(&name).with_fencing(true)),
+        "fair" => Arc::new(
+            client
+                .fair_lock(&name)
+                .with_fencing(true)
+                .with_waiter_timeout(Duration::from_millis(num("waiter-timeout-ms", 5000))),
+        ),
+        "read" => Arc::new(client.rw_lock(&name).read_lock()),
+        "write" => Arc::new(client.rw_lock(&name).write_lock()),
+        "permit" => {
+            let semaphore = client.permit_expirable_semaphore(&name);
+            let permits = u32::try_from(num("permits", 1))?;
+            semaphore.try_set_permits(permits).await?;
+            Arc::new(semaphore.as_lock())
+        }
+        other => return Err(format!("unknown mode {other}").into()),
+    };
     let oracle_client = redis::Client::open(get("oracle").ok_or("--oracle")?)?;
     let mut oracle = oracle_client.get_multiplexed_async_connection().await?;
     let counter = format!("{name}:counter");

@@ -33,6 +33,22 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Measure the primitives against a raw EVALSHA round trip on this Redis.
     Bench(BenchArgs),
+    /// Show the use cases across real processes: FIFO jobs, cache refresh, capped concurrency.
+    Demo,
+    /// One process of the demo (started by `keylatch demo`).
+    #[command(hide = true)]
+    DemoWorker(DemoWorkerArgs),
+}
+
+/// `keylatch demo-worker` (internal).
+#[derive(Debug, Args)]
+pub struct DemoWorkerArgs {
+    /// `fifo`, `refresher`, `reader` or `capped`.
+    pub role: String,
+    /// The name the demo part uses.
+    pub name: String,
+    /// This worker's number.
+    pub id: u32,
 }
 
 /// `keylatch run`.

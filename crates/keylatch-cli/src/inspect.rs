@@ -120,9 +120,18 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
             let available: Option<String> = conn.get(name).await.map_err(redis_err)?;
             let available = available.and_then(|v| v.parse::<i64>().ok());
             let permits_key = suffixed(name, "timeout");
+            let total_key = suffixed(name, "permits");
             report["available_permits"] = json!(available);
-            if key_type(conn, &permits_key).await? == "zset" {
+            let total: Option<String> = if key_type(conn, &total_key).await? == "string" {
+                conn.get(&total_key).await.map_err(redis_err)?
+            } else {
+                None
+            };
+            // The expirable semaphore keeps its total in `{name}:permits`, and the permits
+            // handed out (while any are) in the `{name}:timeout` zset.
+            if total.is_some() || key_type(conn, &permits_key).await? == "zset" {
                 report["primitive"] = json!("permit_expirable_semaphore");
+                report["total_permits"] = json!(total.and_then(|t| t.parse::<i64>().ok()));
                 let permits: Vec<(String, i64)> = conn
                     .zrange_withscores(&permits_key, 0, -1)
                     .await
@@ -212,6 +221,9 @@ fn print_text(report: &Value) {
         "semaphore" | "permit_expirable_semaphore" => {
             println!("{name}: {}", primitive.replace('_', " "));
             println!("  available permits: {}", report["available_permits"]);
+            if let Some(total) = report["total_permits"].as_i64() {
+                println!("  total permits: {total}");
+            }
             for permit in report["permits"].as_array().into_iter().flatten() {
                 println!(
                     "  permit {} expires in {} ms",

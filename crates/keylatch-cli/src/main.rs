@@ -11,6 +11,7 @@
 
 mod bench;
 mod cli;
+mod demo;
 mod failure;
 mod inspect;
 mod run;
@@ -51,6 +52,8 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(&url, args).await,
             Command::Inspect(args) => inspect::inspect(&url, args).await.map(|()| 0),
             Command::Bench(args) => bench::bench(&url, args).await.map(|()| 0),
+            Command::Demo => demo::demo(&url).await,
+            Command::DemoWorker(args) => demo::worker(&url, args).await.map(|()| 0),
         }
     });
     // Background releases were awaited by the commands; do not wait for stray tasks.

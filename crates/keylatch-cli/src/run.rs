@@ -73,13 +73,21 @@ pub async fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
 
 /// The lock handle for the primitive the flags chose.
 async fn lock_for(client: &Client, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, Failure> {
-    if args.fair || args.read || args.write || args.semaphore.is_some() {
-        return Err(Failure::new(
-            EX_SOFTWARE,
-            "this primitive is not available in this build yet",
-        ));
-    }
-    Ok(Arc::new(client.lock(&args.name)))
+    let name = args.name.as_str();
+    Ok(if args.fair {
+        Arc::new(client.fair_lock(name))
+    } else if args.read {
+        Arc::new(client.rw_lock(name).read_lock())
+    } else if args.write {
+        Arc::new(client.rw_lock(name).write_lock())
+    } else if let Some(permits) = args.semaphore {
+        let semaphore = client.permit_expirable_semaphore(name);
+        // Sets the count when the semaphore is new; an existing one keeps its own.
+        semaphore.try_set_permits(permits).await?;
+        Arc::new(semaphore.as_lock())
+    } else {
+        Arc::new(client.lock(name))
+    })
 }
 
 /// Waits for the child, forwarding SIGINT/SIGTERM to it and acting on a lost lock.

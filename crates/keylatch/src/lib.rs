@@ -1,9 +1,8 @@
 //! # keylatch
 //!
 //! Redis-backed distributed lock primitives for async Rust, in the Redisson family: a
-//! reentrant lock with a lease watchdog (and, as they land, a fair FIFO lock, a read-write lock
-//! and counting semaphores), all behind one shared trait, [`DistributedLock`], on tokio and
-//! deadpool-redis. Keys, fields and messages follow Redisson's layout, so a Java service on
+//! reentrant lock with a lease watchdog, a fair FIFO lock, a read-write lock and counting
+//! semaphores, all behind one shared trait, [`DistributedLock`], on tokio and deadpool-redis. Keys, fields and messages follow Redisson's layout, so a Java service on
 //! Redisson and a Rust service on keylatch can contend for the same lock.
 //!
 //! ```no_run
@@ -36,6 +35,9 @@
 //! | use case | primitive |
 //! |---|---|
 //! | only one node runs a job | [`ReentrantLock`] (`client.lock(name)`) |
+//! | jobs run in arrival order | [`FairLock`] (`client.fair_lock(name)`) |
+//! | many readers, an occasional writer (cache refresh) | [`RwLock`] (`client.rw_lock(name)`) |
+//! | at most N at once across machines | [`Semaphore`] (`client.semaphore(name)`), or [`PermitExpirableSemaphore`] when a crashed holder's permits must come back |
 //!
 //! Do not lock at all when the work is idempotent and a duplicate run is harmless, or when one
 //! atomic Redis command (`SET NX`, `INCR`) already does the job. A lock built on leases cannot
@@ -68,7 +70,10 @@ pub use keylatch_core::{
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
 pub use keylatch_reentrant::ReentrantLock;
 pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
-pub use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
+pub use keylatch_semaphore::{
+    ExpirableSemaphoreLock, MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, PermitExpirableSemaphore,
+    Semaphore, SemaphoreLock,
+};
 
 /// The core crate, for the lower-level parts.
 pub use keylatch_core as core;

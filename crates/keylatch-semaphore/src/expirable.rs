@@ -1,0 +1,547 @@
+//! `PermitExpirableSemaphore`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch_core::redis::Value;
+use keylatch_core::{
+    AcquireOptions, Attempt, Client, Error, Owner, Renewal, Result, WakeMode, lease_millis,
+    prefixed, suffixed, validate_lease, validate_name, wait_for,
+};
+use tokio::time::Instant;
+
+use crate::expirable_lock::ExpirableSemaphoreLock;
+use crate::permit::Permit;
+use crate::request::{
+    MAX_PERMITS, MAX_PERMITS_PER_CALL, Requests, Settle, check_delta, check_permits, refused,
+    run_idempotent,
+};
+use crate::scripts::{
+    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_RELEASE, EXP_RENEW, EXP_TRY_SET, EXP_UNDO, EXP_UPDATE,
+};
+use crate::semaphore::{unexpected, with_keys};
+
+/// The longest permit id accepted; longer ids are unknown by construction.
+const MAX_ID_LEN: usize = 256;
+
+/// A counting semaphore whose permits have ids and leases, compatible with Redisson's
+/// `RPermitExpirableSemaphore`: a crashed holder's permits come back when their leases end.
+///
+/// - **Permits**: each acquire hands out [`Permit`]s, each with a random id and a lease. A
+///   [`Permit`] is a guard: [`Permit::release`] or dropping it gives it back. Any process that
+///   knows a permit's id may give it back too ([`release`](PermitExpirableSemaphore::release)),
+///   or change its lease ([`update_lease`](PermitExpirableSemaphore::update_lease)).
+/// - **Leases**: with no lease ([`acquire`](PermitExpirableSemaphore::acquire),
+///   [`try_acquire`](PermitExpirableSemaphore::try_acquire)) a permit is in watchdog mode: its
+///   lease is the client's watchdog timeout, renewed (in batches, by the client's watchdog)
+///   every third of it while the [`Permit`] lives, so only a crashed (or cut off) holder's
+///   permits come back, within the watchdog timeout. With a lease it ends after the lease,
+///   renewed by no one. Lease ends are measured by the server's clock, and every script but
+///   the watchdog's renewal reclaims the permits whose lease ended before doing anything else.
+/// - **Total**: the semaphore stores its total ([`permits`](PermitExpirableSemaphore::permits)),
+///   set by [`try_set_permits`](PermitExpirableSemaphore::try_set_permits) and changed by
+///   [`add_permits`](PermitExpirableSemaphore::add_permits), so asking for more permits than
+///   it has in all fails at once with [`Error::InvalidPermits`].
+/// - **Fairness**: none; waiters are woken through pub/sub (every waiter re-checks) and when
+///   the earliest lease ends. **Reentrancy**: none; each acquire takes new permits.
+/// - **Not set up yet**: acquiring from a semaphore that has no count and no total waits
+///   (for someone's [`try_set_permits`](PermitExpirableSemaphore::try_set_permits)).
+/// - **Lost replies**: permit ids are chosen before the request is sent, so an acquire whose
+///   reply was lost (or whose future was dropped in flight) is undone by releasing those ids,
+///   which is idempotent, and leaving a tombstone `{name}:req:<id>` for each (with the TTL of
+///   the request window, `3 × response_timeout + 1 s`), so that an acquire arriving after its
+///   undo takes nothing. Only if the server cannot be reached for longer than that window after
+///   a lost reply can a permit stay taken, and then only until its lease ends.
+///
+/// Layout: string `name` = available permits (no TTL); zset `{name}:timeout`, permit id →
+/// lease end in ms of the server clock (no TTL, emptied as permits are released or reclaimed);
+/// string `{name}:permits` = the configured total (no TTL; keylatch's addition); channel
+/// `redisson_sc:{name}`, message = the new available count.
+///
+/// ```no_run
+/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+/// use std::time::Duration;
+/// use keylatch_semaphore::PermitExpirableSemaphore;
+///
+/// let workers = PermitExpirableSemaphore::new(&client, "workers");
+/// workers.try_set_permits(3).await?;
+/// let permit = workers.acquire().await?; // renewed while this process lives
+/// println!("working under permit {}", permit.id());
+/// permit.release().await?;
+///
+/// // A fixed lease: the permit comes back after 10 s at the latest.
+/// let permit = workers.acquire_with_lease(Duration::from_secs(10)).await?;
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PermitExpirableSemaphore {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    pub(crate) name: Arc<str>,
+    pub(crate) timeout_key: Arc<str>,
+    pub(crate) total_key: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    requests: Requests,
+}
+
+impl Shared {
+    /// The release script for `ids`: idempotent.
+    pub(crate) fn release_call(&self, ids: &[impl AsRef<str>]) -> keylatch_core::ScriptCall {
+        let mut call = EXP_RELEASE
+            .call()
+            .key(&*self.name)
+            .key(&*self.timeout_key)
+            .key(&*self.channel);
+        for id in ids {
+            call = call.arg(id.as_ref());
+        }
+        call
+    }
+}
+
+impl PermitExpirableSemaphore {
+    /// A handle on the permit-expirable semaphore `name`. Nothing is sent to Redis; a bad name
+    /// is reported by the first operation ([`Error::InvalidName`]).
+    pub fn new(client: &Client, name: &str) -> PermitExpirableSemaphore {
+        let name: Arc<str> = Arc::from(name);
+        PermitExpirableSemaphore {
+            shared: Arc::new(Shared {
+                client: client.clone(),
+                timeout_key: suffixed(&name, "timeout").into(),
+                total_key: suffixed(&name, "permits").into(),
+                channel: prefixed("redisson_sc", &name).into(),
+                requests: Requests::new(client, &name),
+                name,
+            }),
+        }
+    }
+
+    /// The semaphore's name (the key of the available count).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The wake-up channel, `redisson_sc:{name}`.
+    pub fn channel(&self) -> &str {
+        &self.shared.channel
+    }
+
+    /// The timeout zset, `{name}:timeout`.
+    pub fn timeout_key(&self) -> &str {
+        &self.shared.timeout_key
+    }
+
+    /// The key of the configured total, `{name}:permits`.
+    pub fn total_key(&self) -> &str {
+        &self.shared.total_key
+    }
+
+    /// The guard form: a [`DistributedLock`](keylatch_core::DistributedLock) whose lock takes
+    /// one permit.
+    pub fn as_lock(&self) -> ExpirableSemaphoreLock {
+        ExpirableSemaphoreLock::from_semaphore(self.clone())
+    }
+
+    /// Sets the total (and the available count) to `permits` if the semaphore does not exist
+    /// yet. Returns whether it did. Waiters are woken.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidPermits`] (0, or more than
+    /// [`MAX_PERMITS`]), [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Once polled, the call applies exactly once even if the future is dropped (it is
+    /// finished in the background).
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        validate_name(self.name())?;
+        check_permits(u64::from(permits))?;
+        let requests = &self.shared.requests;
+        let marker = requests.marker();
+        let settled = requests.take_settled();
+        let call = with_keys(self.keys(&EXP_TRY_SET).key(&marker), &settled)
+            .arg(permits)
+            .arg(requests.window_ms());
+        match requests.apply_once(call).await? {
+            Value::Int(1) => {
+                requests.settle(marker);
+                Ok(true)
+            }
+            Value::Int(0) => {
+                requests.give_back(settled);
+                Ok(false)
+            }
+            _ => Err(unexpected("expirable_semaphore_try_set")),
+        }
+    }
+
+    /// Adds `delta` permits to the total and to the available count (or removes `-delta` from
+    /// both). Waiters are woken when permits are added.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; [`Error::InvalidPermits`] for a change of 0 or larger than
+    /// [`MAX_PERMITS`], a total that would exceed [`MAX_PERMITS`], or fewer than `-delta`
+    /// permits available (nothing changed); [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// As [`try_set_permits`](PermitExpirableSemaphore::try_set_permits).
+    pub async fn add_permits(&self, delta: i64) -> Result<()> {
+        validate_name(self.name())?;
+        check_delta(delta)?;
+        let requests = &self.shared.requests;
+        let marker = requests.marker();
+        let settled = requests.take_settled();
+        let call = with_keys(self.keys(&EXP_ADD).key(&marker), &settled)
+            .arg(delta)
+            .arg(requests.window_ms())
+            .arg(MAX_PERMITS);
+        match requests.apply_once(call).await? {
+            Value::Int(1) => {
+                requests.settle(marker);
+                Ok(())
+            }
+            Value::Int(code @ (-1 | -2)) => {
+                requests.give_back(settled);
+                Err(refused(code))
+            }
+            _ => Err(unexpected("expirable_semaphore_add")),
+        }
+    }
+
+    /// The permits available now (after reclaiming expired ones).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (the reclaim it may do is atomic and needed anyway).
+    pub async fn available_permits(&self) -> Result<u64> {
+        Ok(self.counts().await?.0)
+    }
+
+    /// The permits held now, by every process (after reclaiming expired ones).
+    ///
+    /// # Errors
+    /// As [`available_permits`](PermitExpirableSemaphore::available_permits).
+    ///
+    /// # Cancel safety
+    /// As [`available_permits`](PermitExpirableSemaphore::available_permits).
+    pub async fn acquired_permits(&self) -> Result<u64> {
+        Ok(self.counts().await?.1)
+    }
+
+    /// The configured total; `None` when the semaphore was never set up. A semaphore made by
+    /// a client that does not store the total (Redisson) reports available + acquired.
+    ///
+    /// # Errors
+    /// As [`available_permits`](PermitExpirableSemaphore::available_permits).
+    ///
+    /// # Cancel safety
+    /// As [`available_permits`](PermitExpirableSemaphore::available_permits).
+    pub async fn permits(&self) -> Result<Option<u64>> {
+        Ok(self.counts().await?.2)
+    }
+
+    async fn counts(&self) -> Result<(u64, u64, Option<u64>)> {
+        validate_name(self.name())?;
+        let call = self.keys(&EXP_COUNTS);
+        match self.shared.client.eval_value(&call).await? {
+            Value::Array(items) => match items.as_slice() {
+                [
+                    Value::Int(available),
+                    Value::Int(acquired),
+                    Value::Int(total),
+                ] => Ok((
+                    u64::try_from(*available).unwrap_or(0),
+                    u64::try_from(*acquired).unwrap_or(0),
+                    u64::try_from(*total).ok(),
+                )),
+                _ => Err(unexpected("expirable_semaphore_counts")),
+            },
+            _ => Err(unexpected("expirable_semaphore_counts")),
+        }
+    }
+
+    /// Takes one permit in watchdog mode, waiting as long as it takes.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    pub async fn acquire(&self) -> Result<Permit> {
+        self.acquire_one(AcquireOptions::new())
+            .await
+            .map(|p| p.expect("an unbounded wait returns a permit"))
+    }
+
+    /// Takes one permit whose lease ends after `lease`, waiting as long as it takes.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Permit> {
+        self.acquire_one(AcquireOptions::new().with_lease(lease))
+            .await
+            .map(|p| p.expect("an unbounded wait returns a permit"))
+    }
+
+    /// Tries once to take one permit, in watchdog mode.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        self.acquire_one(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Takes one permit, waiting at most `wait`; `lease` as in
+    /// [`AcquireOptions::with_lease`] (`None`: watchdog mode).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    pub async fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permit>> {
+        let mut options = AcquireOptions::new().with_wait(wait);
+        if let Some(lease) = lease {
+            options = options.with_lease(lease);
+        }
+        self.acquire_one(options).await
+    }
+
+    /// Takes one permit with `options` (wait bound, lease); `None` when the wait bound passed
+    /// first.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
+    pub async fn acquire_one(&self, options: AcquireOptions) -> Result<Option<Permit>> {
+        Ok(self
+            .acquire_many(1, options)
+            .await?
+            .and_then(|mut permits| permits.pop()))
+    }
+
+    /// Takes `permits` permits at once (all or none), each with its own id and the lease of
+    /// `options`, waiting as `options` says; `None` when the wait bound passed first (never
+    /// without a wait bound).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidLease`]; [`Error::InvalidPermits`] for 0, more
+    /// than [`MAX_PERMITS_PER_CALL`], or more than the semaphore's total (reported at once,
+    /// nothing changed); [`Error::WrongType`], Redis errors. Transient failures are undone and
+    /// retried.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquire holds nothing and leaves no subscription or watchdog
+    /// entry behind (a request already sent is undone in the background by releasing its ids).
+    pub async fn acquire_many(
+        &self,
+        permits: u32,
+        options: AcquireOptions,
+    ) -> Result<Option<Vec<Permit>>> {
+        validate_name(self.name())?;
+        check_permits(u64::from(permits))?;
+        if permits > MAX_PERMITS_PER_CALL {
+            return Err(Error::InvalidPermits {
+                reason: "at most 1000 permits per call",
+            });
+        }
+        let (lease, renewal) = match options.lease() {
+            Some(lease) => {
+                validate_lease(lease)?;
+                (lease, Renewal::Lease)
+            }
+            None => (
+                self.shared.client.config().watchdog_timeout,
+                Renewal::Watchdog(&EXP_RENEW),
+            ),
+        };
+        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        wait_for(
+            &self.shared.client,
+            self.channel(),
+            WakeMode::All,
+            deadline,
+            || self.attempt(permits, lease, renewal),
+        )
+        .await
+    }
+
+    async fn attempt(
+        &self,
+        permits: u32,
+        lease: Duration,
+        renewal: Renewal,
+    ) -> Result<Attempt<Vec<Permit>>> {
+        let client = &self.shared.client;
+        let ids: Vec<String> = (0..permits)
+            .map(|_| uuid::Uuid::new_v4().simple().to_string())
+            .collect();
+        let requests = &self.shared.requests;
+        let tombstones: Vec<String> = ids.iter().map(|id| requests.tombstone(id)).collect();
+        // The undo releases the ids if the acquire ran and leaves a tombstone for each, so
+        // that an acquire still on its way takes nothing.
+        let mut undo_call = EXP_UNDO
+            .call()
+            .key(self.name())
+            .key(self.timeout_key())
+            .key(self.channel());
+        let mut call = self.keys(&EXP_ACQUIRE);
+        for tombstone in &tombstones {
+            undo_call = undo_call.key(tombstone.as_str());
+            call = call.key(tombstone.as_str());
+        }
+        undo_call = undo_call.arg(requests.window_ms());
+        call = call.arg(lease_millis(lease));
+        for id in &ids {
+            undo_call = undo_call.arg(id.as_str());
+            call = call.arg(id.as_str());
+        }
+        let undo = Settle::arm(client, undo_call, Instant::now());
+        let sent_at = Instant::now();
+        let reply = match client.eval_value(&call).await {
+            Ok(reply) => reply,
+            Err(err) if err.is_ambiguous() => {
+                // If the undo fails too it goes on in the background; the next attempt uses
+                // new ids, so it never races it.
+                let _ = undo.run_now().await;
+                return Err(err);
+            }
+            Err(err) => {
+                undo.disarm();
+                return Err(err);
+            }
+        };
+        undo.disarm();
+        match reply {
+            Value::Nil => {
+                let owner = client.owner_id(Owner::CurrentTask);
+                let permits = ids
+                    .into_iter()
+                    .map(|id| Permit::new(&self.shared, id, owner, lease, renewal, sent_at))
+                    .collect();
+                Ok(Attempt::Done(permits))
+            }
+            Value::Int(-2) => Err(Error::InvalidPermits {
+                reason: "more permits than the semaphore has in all",
+            }),
+            Value::Int(-1) => Ok(Attempt::Retry(None)),
+            Value::Int(ms) if ms >= 0 => Ok(Attempt::Retry(Some(Duration::from_millis(
+                u64::try_from(ms).unwrap_or(0) + 1,
+            )))),
+            _ => Err(unexpected("expirable_semaphore_acquire")),
+        }
+    }
+
+    /// Gives back the permit `id`, whoever holds it. A [`Permit`] guard of this client for
+    /// that id then reports [`Error::UnknownPermit`] from its own release.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPermit`] when the id is unknown or its lease already ended (nothing
+    /// changed); [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// As [`try_release`](PermitExpirableSemaphore::try_release).
+    pub async fn release(&self, id: &str) -> Result<()> {
+        if self.try_release(id).await? {
+            Ok(())
+        } else {
+            Err(self.unknown(id))
+        }
+    }
+
+    /// Gives back the permit `id`, whoever holds it; returns `false` when the id is unknown or
+    /// its lease already ended (nothing changed). A lost reply is retried; a permit released
+    /// by the lost attempt is reported as released.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Once polled, the release happens even if the future is dropped (it is finished in the
+    /// background); releasing an id twice releases it once.
+    pub async fn try_release(&self, id: &str) -> Result<bool> {
+        validate_name(self.name())?;
+        if id.is_empty() || id.len() > MAX_ID_LEN {
+            return Ok(false);
+        }
+        let call = self.shared.release_call(&[id]);
+        let since = Instant::now();
+        let settle = Settle::arm(&self.shared.client, call.clone(), since);
+        let result = run_idempotent(&self.shared.client, &call, since).await;
+        settle.disarm();
+        match result? {
+            (Value::Int(1), _) => Ok(true),
+            // An earlier attempt whose reply was lost may have released it.
+            (Value::Int(0), attempts) => Ok(attempts > 1),
+            _ => Err(unexpected("expirable_semaphore_release")),
+        }
+    }
+
+    /// Sets the lease of the permit `id` anew: it ends `lease` from now (server clock). A
+    /// watchdog-mode permit's next renewal sets it back to the watchdog timeout, and a
+    /// [`Permit`] guard's [`valid_until`](Permit::valid_until) does not follow a change made
+    /// by id: do not shorten the lease of a permit whose guard relies on it.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPermit`] when the id is unknown or its lease already ended;
+    /// [`Error::InvalidName`], [`Error::InvalidLease`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have changed the lease; nothing else is affected.
+    pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<()> {
+        validate_name(self.name())?;
+        validate_lease(lease)?;
+        if id.is_empty() || id.len() > MAX_ID_LEN {
+            return Err(self.unknown(id));
+        }
+        let call = EXP_UPDATE
+            .call()
+            .key(self.name())
+            .key(self.timeout_key())
+            .key(self.channel())
+            .arg(id)
+            .arg(lease_millis(lease));
+        // Setting a lease from now is idempotent enough to retry.
+        match run_idempotent(&self.shared.client, &call, Instant::now()).await? {
+            (Value::Int(1), _) => Ok(()),
+            (Value::Int(0), _) => Err(self.unknown(id)),
+            _ => Err(unexpected("expirable_semaphore_update_lease")),
+        }
+    }
+
+    /// A call of `script` with the four keys every expirable script takes first.
+    fn keys(&self, script: &'static keylatch_core::LuaScript) -> keylatch_core::ScriptCall {
+        script
+            .call()
+            .key(self.name())
+            .key(self.timeout_key())
+            .key(self.channel())
+            .key(self.total_key())
+    }
+
+    fn unknown(&self, id: &str) -> Error {
+        Error::UnknownPermit {
+            name: self.name().to_owned(),
+            id: id.to_owned(),
+        }
+    }
+}

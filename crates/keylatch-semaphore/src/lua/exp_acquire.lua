@@ -1,0 +1,56 @@
+-- keylatch permit-expirable semaphore: take permits, each under its own id and lease.
+-- KEYS[1] the available count, KEYS[2] the timeout zset (permit id -> expiry, ms of the
+-- server clock), KEYS[3] the wake-up channel, KEYS[4] the configured total, KEYS[5..] one
+-- tombstone key per id ({name}:req:<id>, written by the undo of a request whose reply was lost)
+-- ARGV[1] the lease in ms, ARGV[2..] one new permit id per permit wanted
+-- Returns nil when acquired (Redisson's convention); -2 when more permits are wanted than the
+-- semaphore has in all (nothing changed); otherwise the ms until the earliest lease ends, or
+-- -1 when no lease is running (also, changing nothing, when this request was already undone).
+-- Expired permits are reclaimed first.
+for i = 5, #KEYS do
+  if redis.call('exists', KEYS[i]) == 1 then
+    return -1
+  end
+end
+local value = redis.call('get', KEYS[1])
+local available = 0
+if value then
+  available = string.match(value, '^%-?%d+$') and tonumber(value)
+  if not available then
+    return redis.error_reply('WRONGTYPE the permit count is not an integer')
+  end
+end
+local clock = redis.call('time')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+-- Reclaim the permits whose lease ended.
+local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+if expired > 0 then
+  available = redis.call('incrby', KEYS[1], expired)
+  redis.call('publish', KEYS[3], available)
+end
+local wanted = #ARGV - 1
+local total = redis.call('get', KEYS[4])
+if total then
+  total = string.match(total, '^%-?%d+$') and tonumber(total)
+  if not total then
+    return redis.error_reply('WRONGTYPE the permit total is not an integer')
+  end
+elseif value then
+  total = available + redis.call('zcard', KEYS[2])
+end
+if total and wanted > total then
+  return -2
+end
+if available >= wanted then
+  redis.call('decrby', KEYS[1], wanted)
+  local expiry = now + tonumber(ARGV[1])
+  for i = 2, #ARGV do
+    redis.call('zadd', KEYS[2], expiry, ARGV[i])
+  end
+  return nil
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+if first[2] then
+  return math.max(tonumber(first[2]) - now, 0)
+end
+return -1

@@ -1,0 +1,52 @@
+-- keylatch permit-expirable semaphore: add (or remove) permits, changing the total with them.
+-- KEYS[1] the available count, KEYS[2] the timeout zset, KEYS[3] the wake-up channel,
+-- KEYS[4] the configured total, KEYS[5] this request's marker, KEYS[6..] markers of requests
+-- whose replies were seen (deleted when the counts change)
+-- ARGV[1] the change, ARGV[2] the marker's ttl in ms, ARGV[3] the largest total allowed
+-- Returns 1 when applied (1 again, without applying anything, for a request already applied);
+-- -1 when the total would exceed ARGV[3]; -2 when the available count would fall below zero.
+if redis.call('exists', KEYS[5]) == 1 then
+  return 1
+end
+local value = redis.call('get', KEYS[1])
+local available = 0
+if value then
+  available = string.match(value, '^%-?%d+$') and tonumber(value)
+  if not available then
+    return redis.error_reply('WRONGTYPE the permit count is not an integer')
+  end
+end
+local clock = redis.call('time')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+-- Reclaim the permits whose lease ended.
+local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+if expired > 0 then
+  available = redis.call('incrby', KEYS[1], expired)
+  redis.call('publish', KEYS[3], available)
+end
+local total = redis.call('get', KEYS[4])
+if total then
+  total = string.match(total, '^%-?%d+$') and tonumber(total)
+  if not total then
+    return redis.error_reply('WRONGTYPE the permit total is not an integer')
+  end
+else
+  total = available + redis.call('zcard', KEYS[2])
+end
+local delta = tonumber(ARGV[1])
+if delta > 0 and total + delta > tonumber(ARGV[3]) then
+  return -1
+end
+if delta < 0 and available + delta < 0 then
+  return -2
+end
+available = redis.call('incrby', KEYS[1], delta)
+redis.call('set', KEYS[4], total + delta)
+if delta > 0 then
+  redis.call('publish', KEYS[3], available)
+end
+redis.call('set', KEYS[5], '1', 'px', ARGV[2])
+if #KEYS >= 6 then
+  redis.call('del', unpack(KEYS, 6))
+end
+return 1

@@ -1,0 +1,161 @@
+//! `Permit`: one permit of a permit-expirable semaphore, held by this process.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keylatch_core::redis::Value;
+use keylatch_core::{Error, HoldRelease, LockGuard, OwnerId, Renewal, Result};
+use tokio::time::Instant;
+
+use crate::expirable::Shared;
+use crate::request::run_idempotent;
+use crate::semaphore::unexpected;
+
+/// One permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), held by
+/// this process: its id, its lease, and the release.
+///
+/// - [`release`](Permit::release) gives it back and reports errors
+///   ([`Error::UnknownPermit`] when its lease had already ended, or someone released it by
+///   id); dropping it gives it back in the background.
+/// - In watchdog mode the client's watchdog renews its lease while the `Permit` lives;
+///   [`lost`](Permit::lost) completes when a renewal finds it gone or none succeeded in time,
+///   or when a fixed lease runs out.
+/// - [`forget`](Permit::forget) stops tracking it and returns its id: the permit stays taken
+///   until its current lease ends or someone releases the id.
+#[must_use = "dropping a permit releases it at once"]
+#[derive(Debug)]
+pub struct Permit {
+    id: Arc<str>,
+    guard: LockGuard,
+    release: Arc<PermitRelease>,
+}
+
+impl Permit {
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        id: String,
+        owner: OwnerId,
+        lease: Duration,
+        renewal: Renewal,
+        sent_at: Instant,
+    ) -> Permit {
+        let id: Arc<str> = id.into();
+        let client = &shared.client;
+        let hold = client
+            .watchdog()
+            .register(&shared.timeout_key, &id, lease, renewal, sent_at);
+        let release = Arc::new(PermitRelease {
+            shared: shared.clone(),
+            id: id.clone(),
+            forgotten: AtomicBool::new(false),
+        });
+        let guard = LockGuard::new(
+            client.clone(),
+            shared.name.clone(),
+            owner,
+            release.clone(),
+            hold,
+            None,
+        );
+        Permit { id, guard, release }
+    }
+
+    /// The permit id (32 hex digits, as Redisson's).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The semaphore's name.
+    pub fn semaphore_name(&self) -> &str {
+        self.guard.name()
+    }
+
+    /// The local instant until which the permit is known held, or `None` once it is lost.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.guard.valid_until()
+    }
+
+    /// Whether the permit is lost (see [`lost`](Permit::lost)).
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Completes when the permit is lost: a renewal found it gone, none succeeded before the
+    /// lease's local deadline, or a fixed lease ran out. The future owns what it needs.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.guard.lost()
+    }
+
+    /// Gives the permit back and wakes the waiters.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPermit`] when it was no longer held (its lease ended, or it was released
+    /// by id) — nothing is changed then; Redis errors.
+    ///
+    /// # Cancel safety
+    /// The watchdog stops renewing at once. If the reply is lost, or the future is dropped
+    /// before it, the release is sent again (releasing an id is idempotent), so it happens
+    /// exactly once.
+    pub async fn release(self) -> Result<()> {
+        let Permit { id, guard, release } = self;
+        guard.unlock().await.map_err(|err| match err {
+            Error::NotHeld { name } => Error::UnknownPermit {
+                name,
+                id: id.to_string(),
+            },
+            other => other,
+        })?;
+        drop(release);
+        Ok(())
+    }
+
+    /// Stops tracking the permit (no renewal, no release on drop) and returns its id. The
+    /// permit stays taken until its current lease ends (for a watchdog-mode permit: at most the
+    /// watchdog timeout) or until someone releases the id, from any process.
+    pub fn forget(self) -> String {
+        self.release.forgotten.store(true, Ordering::Release);
+        self.id.to_string()
+    }
+
+    /// The permit as a plain [`LockGuard`] (for the shared lock trait).
+    pub fn into_guard(self) -> LockGuard {
+        self.guard
+    }
+}
+
+/// Releases one permit id.
+#[derive(Debug)]
+pub(crate) struct PermitRelease {
+    shared: Arc<Shared>,
+    id: Arc<str>,
+    forgotten: AtomicBool,
+}
+
+#[async_trait]
+impl HoldRelease for PermitRelease {
+    async fn release(&self, _owner: OwnerId) -> Result<()> {
+        if self.forgotten.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let call = self.shared.release_call(&[&*self.id]);
+        match self.shared.client.eval_value(&call).await? {
+            Value::Int(1) => Ok(()),
+            Value::Int(0) => Err(Error::NotHeld {
+                name: self.shared.name.to_string(),
+            }),
+            _ => Err(unexpected("expirable_semaphore_release")),
+        }
+    }
+
+    async fn release_if_count(&self, _owner: OwnerId, _expected: u64) -> Result<()> {
+        // After a lost reply: releasing an id again is idempotent.
+        let call = self.shared.release_call(&[&*self.id]);
+        run_idempotent(&self.shared.client, &call, Instant::now()).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,300 @@
+//! Requests whose reply may be lost: markers that make them idempotent, retries, and the
+//! settle-on-drop guard.
+//!
+//! Every call that changes a plain semaphore's count (and the expirable semaphore's
+//! `try_set_permits` / `add_permits`) carries a fresh request marker `{name}:req:<uuid>`. The
+//! script records in it, with a TTL (the *request window*), that the request was applied, so:
+//!
+//! - a release, an `add_permits`, a drain or a `try_set_permits` whose reply was lost can be
+//!   sent again with the same marker: it applies at most once;
+//! - an acquire whose reply was lost is settled by its undo, which gives the permits back if
+//!   the marker says they were taken, and otherwise leaves a tombstone in the marker, so an
+//!   acquire still on its way takes nothing when it arrives.
+//!
+//! Once a reply has been seen the marker is no longer needed: it is queued on the handle, and
+//! once a few have gathered the next call through the same handle that changes the count
+//! deletes them with one `DEL` (the others expire).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keylatch_core::redis::Value;
+use keylatch_core::{Client, Error, Result, ScriptCall, lease_millis, suffixed};
+use tokio::time::Instant;
+
+/// The largest permit count a semaphore holds: Java's `Integer.MAX_VALUE`, so that Redisson
+/// clients can read every count keylatch writes. Larger counts are refused with
+/// [`Error::InvalidPermits`].
+pub const MAX_PERMITS: u64 = i32::MAX as u64;
+
+/// How many permit ids one call of the permit-expirable semaphore hands out at most.
+pub const MAX_PERMITS_PER_CALL: u32 = 1000;
+
+/// How many settled markers one call deletes at most (with one `DEL`).
+const SETTLED_BATCH: usize = 16;
+/// How many settled markers gather before a call deletes them, so that most calls send none.
+const SETTLED_MIN: usize = 8;
+/// How many settled markers a handle remembers; older ones are left to expire.
+const SETTLED_CAP: usize = 4096;
+
+/// Request markers of one semaphore handle (shared by its clones).
+#[derive(Debug)]
+pub(crate) struct Requests {
+    client: Client,
+    name: Arc<str>,
+    settled: Mutex<VecDeque<String>>,
+}
+
+impl Requests {
+    pub(crate) fn new(client: &Client, name: &Arc<str>) -> Requests {
+        Requests {
+            client: client.clone(),
+            name: name.clone(),
+            settled: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// A fresh marker key, `{name}:req:<uuid>`.
+    pub(crate) fn marker(&self) -> String {
+        self.tombstone(&uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// The tombstone key of a permit id, `{name}:req:<id>` (the marker namespace).
+    pub(crate) fn tombstone(&self, id: &str) -> String {
+        suffixed(&self.name, &format!("req:{id}"))
+    }
+
+    /// How long a marker lives, in ms (see [`window`]).
+    pub(crate) fn window_ms(&self) -> u64 {
+        lease_millis(window(&self.client))
+    }
+
+    /// Markers whose replies were seen, to delete with the next call: none until a few have
+    /// gathered, then at most a batch.
+    pub(crate) fn take_settled(&self) -> Vec<String> {
+        let mut settled = self.settled.lock().expect("settled lock");
+        if settled.len() < SETTLED_MIN {
+            return Vec::new();
+        }
+        let n = settled.len().min(SETTLED_BATCH);
+        settled.drain(..n).collect()
+    }
+
+    /// Remembers a marker whose reply was seen.
+    pub(crate) fn settle(&self, marker: String) {
+        let mut settled = self.settled.lock().expect("settled lock");
+        if settled.len() >= SETTLED_CAP {
+            settled.pop_front();
+        }
+        settled.push_back(marker);
+    }
+
+    /// Puts back markers taken for a call that deleted nothing.
+    pub(crate) fn give_back(&self, markers: Vec<String>) {
+        let mut settled = self.settled.lock().expect("settled lock");
+        for marker in markers.into_iter().rev() {
+            if settled.len() < SETTLED_CAP {
+                settled.push_front(marker);
+            }
+        }
+    }
+
+    /// Runs a call that must apply exactly once (it carries a marker), finishing it in the
+    /// background if the future is dropped before the reply.
+    pub(crate) async fn apply_once(&self, call: ScriptCall) -> Result<Value> {
+        let since = Instant::now();
+        let settle = Settle::arm(&self.client, call.clone(), since);
+        let result = run_idempotent(&self.client, &call, since).await;
+        settle.disarm();
+        result.map(|(value, _)| value)
+    }
+}
+
+/// The request window: how long a marker lives. A request is assumed to reach the server
+/// within a response timeout of being sent, or never; retries (and undos) are sent only while
+/// the first attempt's marker, written at the earliest when it was sent, is certain to exist.
+pub(crate) fn window(client: &Client) -> Duration {
+    client.config().response_timeout * 3 + Duration::from_secs(1)
+}
+
+/// Whether an error leaves the call's outcome unknown or means it was never sent: either way,
+/// sending an idempotent call again is safe.
+fn retriable(err: &Error) -> bool {
+    err.is_ambiguous() || matches!(err, Error::Connect { .. } | Error::Pool(_))
+}
+
+/// Sends an idempotent call, and again after a lost reply or a failed connection, while the
+/// request window of the first attempt (sent at `since`) allows. Returns the reply and how
+/// many attempts it took.
+pub(crate) async fn run_idempotent(
+    client: &Client,
+    call: &ScriptCall,
+    since: Instant,
+) -> Result<(Value, u32)> {
+    let response_timeout = client.config().response_timeout;
+    // Every attempt must reach the server while the first attempt's marker still exists (an
+    // attempt sent later could apply twice, or an undo could find no trace of its acquire).
+    let last_send = since + window(client).saturating_sub(response_timeout * 2);
+    let mut backoff = Duration::from_millis(10);
+    let mut attempts = 0;
+    loop {
+        if Instant::now() >= last_send {
+            tracing::warn!(
+                script = call.script().name(),
+                key = call.first_key(),
+                "the request window passed: the outcome of this semaphore call stays unknown"
+            );
+            return Err(Error::Timeout {
+                after: response_timeout,
+            });
+        }
+        attempts += 1;
+        match client.eval_value(call).await {
+            Ok(value) => return Ok((value, attempts)),
+            Err(err) if retriable(&err) => {
+                tracing::debug!(error = %err, script = call.script().name(), "retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// A call that must reach the server (an undo, or a change of the count already sent): armed
+/// before the request is sent, disarmed when its reply is seen. Dropped armed (the future was
+/// cancelled in flight), it runs the call in the background, retried within the request window.
+#[derive(Debug)]
+#[must_use]
+pub(crate) struct Settle {
+    job: Option<Job>,
+}
+
+#[derive(Debug)]
+struct Job {
+    client: Client,
+    call: ScriptCall,
+    since: Instant,
+}
+
+impl Settle {
+    pub(crate) fn arm(client: &Client, call: ScriptCall, since: Instant) -> Settle {
+        Settle {
+            job: Some(Job {
+                client: client.clone(),
+                call,
+                since,
+            }),
+        }
+    }
+
+    /// The reply arrived: nothing to do.
+    pub(crate) fn disarm(mut self) {
+        self.job = None;
+    }
+
+    /// Runs the call now and waits; if that fails, it goes on in the background.
+    pub(crate) async fn run_now(mut self) -> Result<Value> {
+        let Some(job) = self.job.take() else {
+            return Ok(Value::Nil);
+        };
+        match run_idempotent(&job.client, &job.call, job.since).await {
+            Ok((value, _)) => Ok(value),
+            Err(err) => {
+                if retriable(&err) {
+                    drop(Settle { job: Some(job) });
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        if let Some(job) = self.job.take() {
+            let client = job.client.clone();
+            client.spawn_background(async move {
+                run_idempotent(&job.client, &job.call, job.since)
+                    .await
+                    .map(|_| ())
+            });
+        }
+    }
+}
+
+/// Checks a permit count: at least 1, at most [`MAX_PERMITS`].
+pub(crate) fn check_permits(permits: u64) -> Result<()> {
+    if permits == 0 {
+        return Err(Error::InvalidPermits {
+            reason: "the permit count is zero",
+        });
+    }
+    if permits > MAX_PERMITS {
+        return Err(Error::InvalidPermits {
+            reason: "the permit count is larger than 2147483647",
+        });
+    }
+    Ok(())
+}
+
+/// Checks a change of the permit count: not zero, at most [`MAX_PERMITS`] either way.
+pub(crate) fn check_delta(delta: i64) -> Result<()> {
+    if delta == 0 {
+        return Err(Error::InvalidPermits {
+            reason: "the change is zero",
+        });
+    }
+    if delta.unsigned_abs() > MAX_PERMITS {
+        return Err(Error::InvalidPermits {
+            reason: "the change is larger than 2147483647",
+        });
+    }
+    Ok(())
+}
+
+/// The error for a change refused by a script (`-1`: over the maximum, `-2`: below zero).
+pub(crate) fn refused(code: i64) -> Error {
+    Error::InvalidPermits {
+        reason: if code == -1 {
+            "the count would exceed 2147483647"
+        } else {
+            "the count would fall below zero"
+        },
+    }
+}
+
+/// Parses a count read with `GET`; `None` means missing (0). A negative count (Redisson's
+/// `addPermits` can leave one) reads as 0.
+pub(crate) fn parse_count(value: Option<String>, key: &str) -> Result<u64> {
+    let Some(text) = value else { return Ok(0) };
+    let count: i64 = text.trim().parse().map_err(|_| Error::WrongType {
+        key: key.to_owned(),
+    })?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_checked() {
+        assert!(check_permits(0).is_err());
+        assert!(check_permits(1).is_ok());
+        assert!(check_permits(MAX_PERMITS).is_ok());
+        assert!(check_permits(MAX_PERMITS + 1).is_err());
+        assert!(check_delta(0).is_err());
+        assert!(check_delta(-1).is_ok());
+        assert!(check_delta(i64::MIN).is_err());
+        assert!(check_delta(MAX_PERMITS as i64 + 1).is_err());
+        assert_eq!(parse_count(None, "k").unwrap(), 0);
+        assert_eq!(parse_count(Some("7".into()), "k").unwrap(), 7);
+        assert_eq!(parse_count(Some("-3".into()), "k").unwrap(), 0);
+        assert!(matches!(
+            parse_count(Some("seven".into()), "k"),
+            Err(Error::WrongType { .. })
+        ));
+    }
+}

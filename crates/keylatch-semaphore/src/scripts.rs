@@ -1,0 +1,63 @@
+//! The semaphores' scripts, one static each.
+
+use keylatch_core::LuaScript;
+
+pub(crate) static ACQUIRE: LuaScript =
+    LuaScript::new("semaphore_acquire", include_str!("lua/acquire.lua"));
+pub(crate) static UNDO_ACQUIRE: LuaScript = LuaScript::new(
+    "semaphore_undo_acquire",
+    include_str!("lua/undo_acquire.lua"),
+);
+pub(crate) static ADD: LuaScript = LuaScript::new("semaphore_add", include_str!("lua/add.lua"));
+pub(crate) static TRY_SET: LuaScript =
+    LuaScript::new("semaphore_try_set", include_str!("lua/try_set.lua"));
+pub(crate) static DRAIN: LuaScript =
+    LuaScript::new("semaphore_drain", include_str!("lua/drain.lua"));
+
+pub(crate) static EXP_ACQUIRE: LuaScript = LuaScript::new(
+    "expirable_semaphore_acquire",
+    include_str!("lua/exp_acquire.lua"),
+);
+pub(crate) static EXP_RELEASE: LuaScript = LuaScript::new(
+    "expirable_semaphore_release",
+    include_str!("lua/exp_release.lua"),
+);
+pub(crate) static EXP_UNDO: LuaScript = LuaScript::new(
+    "expirable_semaphore_undo_acquire",
+    include_str!("lua/exp_undo.lua"),
+);
+pub(crate) static EXP_UPDATE: LuaScript = LuaScript::new(
+    "expirable_semaphore_update_lease",
+    include_str!("lua/exp_update.lua"),
+);
+pub(crate) static EXP_RENEW: LuaScript = LuaScript::new(
+    "expirable_semaphore_renew",
+    include_str!("lua/exp_renew.lua"),
+);
+pub(crate) static EXP_COUNTS: LuaScript = LuaScript::new(
+    "expirable_semaphore_counts",
+    include_str!("lua/exp_counts.lua"),
+);
+pub(crate) static EXP_ADD: LuaScript =
+    LuaScript::new("expirable_semaphore_add", include_str!("lua/exp_add.lua"));
+pub(crate) static EXP_TRY_SET: LuaScript = LuaScript::new(
+    "expirable_semaphore_try_set",
+    include_str!("lua/exp_try_set.lua"),
+);
+
+/// Every script of both semaphores, for [`Client::preload`](keylatch_core::Client::preload).
+pub static SCRIPTS: &[&LuaScript] = &[
+    &ACQUIRE,
+    &UNDO_ACQUIRE,
+    &ADD,
+    &TRY_SET,
+    &DRAIN,
+    &EXP_ACQUIRE,
+    &EXP_RELEASE,
+    &EXP_UNDO,
+    &EXP_UPDATE,
+    &EXP_RENEW,
+    &EXP_COUNTS,
+    &EXP_ADD,
+    &EXP_TRY_SET,
+];

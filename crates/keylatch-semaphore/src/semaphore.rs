@@ -1,0 +1,367 @@
+//! `Semaphore`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch_core::redis::{self, Value};
+use keylatch_core::{Attempt, Client, Error, Result, WakeMode, prefixed, validate_name, wait_for};
+use tokio::time::Instant;
+
+use crate::lock::SemaphoreLock;
+use crate::request::{
+    MAX_PERMITS, Requests, Settle, check_delta, check_permits, parse_count, refused,
+};
+use crate::scripts::{ACQUIRE, ADD, DRAIN, TRY_SET, UNDO_ACQUIRE};
+
+/// A counting semaphore shared by every process using the name, compatible with Redisson's
+/// `RSemaphore`.
+///
+/// - **Permits are not owned.** [`acquire_many`](Semaphore::acquire_many) takes permits and
+///   [`release`](Semaphore::release) gives permits back, from any task or process: a producer
+///   may release what a consumer acquires. Nothing ties a permit to whoever took it, so
+///   **a permit taken by a process that then crashes is never returned** (nothing expires).
+///   When that matters use [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore),
+///   whose permits have leases.
+/// - **Fairness**: none. Waiters are woken through pub/sub (every waiter re-checks) and race;
+///   a waiter for many permits can be overtaken by waiters for fewer.
+/// - **Reentrancy**: not applicable; each acquire takes new permits.
+/// - **No total**: the semaphore knows only how many permits are available (missing = 0), so
+///   asking for more than it will ever have waits (use the permit-expirable semaphore, which
+///   stores its total, to be told at once).
+/// - **Lost replies**: every call that changes the count carries a request marker (a
+///   short-lived key `{name}:req:<uuid>`), so a release or `add_permits` whose reply was lost
+///   is retried without applying twice, and an acquire whose reply was lost (or whose future
+///   was dropped in flight) is undone: its permits are given back if it ran, and it takes
+///   nothing if it arrives late. What stays unknown: if the server cannot be reached for
+///   longer than the *request window* (`3 × response_timeout + 1 s`, 16 s by default) after a
+///   lost reply, the outcome stays unknown (a warning is logged): up to the permits of that one
+///   call may be lost, never doubled.
+///
+/// Layout (Redisson's): string `name` = available permits, no TTL; channel
+/// `redisson_sc:{name}`, message = the new count. keylatch adds the request markers, each with
+/// a TTL of the request window; those of calls whose reply was seen are deleted in batches by
+/// later calls through the same handle (clone a handle rather than making a new one per call).
+///
+/// The guard form, one permit that is released on unlock or drop, is [`as_lock`](Semaphore::as_lock).
+///
+/// ```no_run
+/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+/// use keylatch_semaphore::Semaphore;
+///
+/// let uploads = Semaphore::new(&client, "uploads");
+/// uploads.try_set_permits(4).await?; // only the first caller sets it
+/// uploads.acquire().await?;
+/// // at most 4 processes are here at once
+/// uploads.release(1).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    pub(crate) requests: Requests,
+}
+
+impl Semaphore {
+    /// A handle on the semaphore `name`. Nothing is sent to Redis; a bad name is reported by
+    /// the first operation ([`Error::InvalidName`]).
+    pub fn new(client: &Client, name: &str) -> Semaphore {
+        let name: Arc<str> = Arc::from(name);
+        Semaphore {
+            shared: Arc::new(Shared {
+                client: client.clone(),
+                channel: prefixed("redisson_sc", &name).into(),
+                requests: Requests::new(client, &name),
+                name,
+            }),
+        }
+    }
+
+    /// The semaphore's name (the key of the permit count).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The wake-up channel, `redisson_sc:{name}`.
+    pub fn channel(&self) -> &str {
+        &self.shared.channel
+    }
+
+    /// The guard form: a [`DistributedLock`](keylatch_core::DistributedLock) whose lock takes
+    /// one permit and whose guard gives it back on unlock or drop.
+    pub fn as_lock(&self) -> SemaphoreLock {
+        SemaphoreLock::from_semaphore(self.clone())
+    }
+
+    /// Sets the number of available permits to `permits` if the semaphore has no count yet.
+    /// Returns whether it did. Waiters are woken.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidPermits`] (0, or more than
+    /// [`MAX_PERMITS`]), [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Once polled, the call applies exactly once even if the future is dropped (it is
+    /// finished in the background).
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        validate_name(self.name())?;
+        check_permits(u64::from(permits))?;
+        let requests = &self.shared.requests;
+        let marker = requests.marker();
+        let settled = requests.take_settled();
+        let call = TRY_SET
+            .call()
+            .key(self.name())
+            .key(self.channel())
+            .key(&marker);
+        let call = with_keys(call, &settled)
+            .arg(permits)
+            .arg(requests.window_ms());
+        match requests.apply_once(call).await? {
+            Value::Int(1) => {
+                requests.settle(marker);
+                Ok(true)
+            }
+            Value::Int(0) => {
+                requests.give_back(settled);
+                Ok(false)
+            }
+            _ => Err(unexpected("semaphore_try_set")),
+        }
+    }
+
+    /// Adds `delta` permits (or removes `-delta`). Waiters are woken when permits are added.
+    /// Removing is refused if fewer than `-delta` are available: to shrink a semaphore while
+    /// permits are out, acquire the permits to remove and never release them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; [`Error::InvalidPermits`] for a change of 0, a change larger than
+    /// [`MAX_PERMITS`], or one that would take the count above [`MAX_PERMITS`] or below zero
+    /// (nothing changed); [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// As [`try_set_permits`](Semaphore::try_set_permits).
+    pub async fn add_permits(&self, delta: i64) -> Result<()> {
+        validate_name(self.name())?;
+        check_delta(delta)?;
+        self.add(delta).await
+    }
+
+    /// Gives back `permits` permits, whoever took them, and wakes the waiters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; [`Error::InvalidPermits`] for 0, more than [`MAX_PERMITS`], or
+    /// a count that would exceed [`MAX_PERMITS`] (nothing changed); [`Error::WrongType`],
+    /// Redis errors. A lost reply is retried (the release applies once); if the server stays
+    /// unreachable past the request window the error is returned and the outcome is unknown.
+    ///
+    /// # Cancel safety
+    /// Once polled, the release applies exactly once even if the future is dropped (it is
+    /// finished in the background).
+    pub async fn release(&self, permits: u32) -> Result<()> {
+        validate_name(self.name())?;
+        check_permits(u64::from(permits))?;
+        self.add(i64::from(permits)).await
+    }
+
+    pub(crate) async fn add(&self, delta: i64) -> Result<()> {
+        let requests = &self.shared.requests;
+        let marker = requests.marker();
+        let settled = requests.take_settled();
+        let call = ADD.call().key(self.name()).key(self.channel()).key(&marker);
+        let call = with_keys(call, &settled)
+            .arg(delta)
+            .arg(requests.window_ms())
+            .arg(MAX_PERMITS);
+        match requests.apply_once(call).await? {
+            Value::Int(1) => {
+                requests.settle(marker);
+                Ok(())
+            }
+            Value::Int(code @ (-1 | -2)) => {
+                requests.give_back(settled);
+                Err(refused(code))
+            }
+            _ => Err(unexpected("semaphore_add")),
+        }
+    }
+
+    /// The number of permits available now (a negative count, which Redisson's `addPermits`
+    /// can leave, reads as 0).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn available_permits(&self) -> Result<u64> {
+        validate_name(self.name())?;
+        let value: Option<String> = self
+            .shared
+            .client
+            .query(redis::cmd("GET").arg(self.name()), self.name())
+            .await?;
+        parse_count(value, self.name())
+    }
+
+    /// Takes every available permit and returns how many that was.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// As [`try_set_permits`](Semaphore::try_set_permits).
+    pub async fn drain_permits(&self) -> Result<u64> {
+        validate_name(self.name())?;
+        let requests = &self.shared.requests;
+        let marker = requests.marker();
+        let settled = requests.take_settled();
+        let call = DRAIN.call().key(self.name()).key(&marker);
+        let call = with_keys(call, &settled).arg(requests.window_ms());
+        match requests.apply_once(call).await? {
+            Value::Int(drained) => {
+                requests.settle(marker);
+                Ok(u64::try_from(drained).unwrap_or(0))
+            }
+            _ => Err(unexpected("semaphore_drain")),
+        }
+    }
+
+    /// Takes one permit, waiting as long as it takes.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn acquire(&self) -> Result<()> {
+        self.acquire_many(1).await
+    }
+
+    /// Takes `permits` permits at once (all or none), waiting as long as it takes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidPermits`] (0 or more than [`MAX_PERMITS`]),
+    /// [`Error::WrongType`], Redis errors. Transient failures are undone and retried.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquire takes nothing and leaves no subscription behind (a
+    /// request already sent is undone in the background).
+    pub async fn acquire_many(&self, permits: u32) -> Result<()> {
+        self.acquire_until(permits, None).await.map(|_| ())
+    }
+
+    /// Tries once to take `permits` permits (all or none); returns whether it did.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn try_acquire(&self, permits: u32) -> Result<bool> {
+        self.acquire_until(permits, Some(Instant::now())).await
+    }
+
+    /// Takes `permits` permits (all or none), waiting at most `wait`; returns whether it did.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn try_acquire_for(&self, permits: u32, wait: Duration) -> Result<bool> {
+        self.acquire_until(permits, Some(Instant::now() + wait))
+            .await
+    }
+
+    /// The wait loop: `deadline` `None` waits forever.
+    pub(crate) async fn acquire_until(
+        &self,
+        permits: u32,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        validate_name(self.name())?;
+        check_permits(u64::from(permits))?;
+        let taken = wait_for(
+            &self.shared.client,
+            self.channel(),
+            WakeMode::All,
+            deadline,
+            || self.attempt(permits),
+        )
+        .await?;
+        Ok(taken.is_some())
+    }
+
+    /// One acquire attempt, with its own marker (an attempt that failed transiently has been
+    /// undone, which tombstones its marker).
+    async fn attempt(&self, permits: u32) -> Result<Attempt<()>> {
+        let requests = &self.shared.requests;
+        let client = &self.shared.client;
+        let marker = requests.marker();
+        let window = requests.window_ms();
+        let undo = Settle::arm(
+            client,
+            UNDO_ACQUIRE
+                .call()
+                .key(self.name())
+                .key(self.channel())
+                .key(&marker)
+                .arg(permits)
+                .arg(window),
+            Instant::now(),
+        );
+        let settled = requests.take_settled();
+        let call = ACQUIRE.call().key(self.name()).key(&marker);
+        let call = with_keys(call, &settled).arg(permits).arg(window);
+        match client.eval_value(&call).await {
+            Ok(Value::Int(1)) => {
+                undo.disarm();
+                requests.settle(marker);
+                Ok(Attempt::Done(()))
+            }
+            Ok(Value::Int(0)) => {
+                undo.disarm();
+                requests.give_back(settled);
+                Ok(Attempt::Retry(None))
+            }
+            Ok(_) => {
+                // Not our script's reply: whatever ran, settle it as not acquired.
+                let _ = undo.run_now().await;
+                Err(unexpected("semaphore_acquire"))
+            }
+            Err(err) if err.is_ambiguous() => {
+                // If the undo fails too it goes on in the background; the next attempt uses a
+                // new marker, so it never races it.
+                let _ = undo.run_now().await;
+                Err(err)
+            }
+            Err(err) => {
+                undo.disarm();
+                requests.give_back(settled);
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Adds the settled markers as keys after a call's own.
+pub(crate) fn with_keys(
+    mut call: keylatch_core::ScriptCall,
+    keys: &[String],
+) -> keylatch_core::ScriptCall {
+    for key in keys {
+        call = call.key(key.as_str());
+    }
+    call
+}
+
+pub(crate) fn unexpected(what: &'static str) -> Error {
+    Error::UnexpectedReply { what }
+}

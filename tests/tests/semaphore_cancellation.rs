@@ -1,0 +1,503 @@
+//! Dropping semaphore futures at any point leaves nothing behind: every permit is back, no
+//! timeout-zset entry, no subscription (locally or on the server), no watchdog entry, and —
+//! once the request window has passed — no request marker. A request dropped in flight is
+//! undone (an acquire) or finished exactly once (a release), also when the server runs it
+//! after the drop, and when its reply is lost.
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use keylatch::redis::{self, AsyncCommands};
+use keylatch::{Client, Config, DistributedLock};
+use keylatch_testkit::{Fault, FaultProxy, RedisServer};
+use keylatch_tests::{eventually, raw, server, server_channels, unique};
+
+const TOTAL: u32 = 3;
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(300);
+/// The request window of a client with that response timeout (3 × it + 1 s).
+const WINDOW: Duration = Duration::from_millis(1900);
+
+async fn client_at(url: String, response_timeout: Duration) -> Client {
+    let config = Config::builder()
+        .url(url)
+        .response_timeout(response_timeout)
+        .connect_timeout(Duration::from_millis(500))
+        .fallback_poll(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    Client::connect_with(config).await.unwrap()
+}
+
+/// Bounds a wait that only ends if permits come back: a leak fails the test instead of
+/// hanging it.
+async fn bounded<F: Future>(fut: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .expect("waited 10 s for permits that never came back")
+}
+
+/// Polls once and drops the future; returns its output if that one poll completed it (on
+/// loopback a reply can arrive within the first poll).
+fn poll_once<F: Future>(fut: F) -> Option<F::Output> {
+    let mut fut = pin!(fut);
+    let waker = futures_util::task::noop_waker();
+    match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    }
+}
+
+async fn pause(conn: &mut redis::aio::MultiplexedConnection, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// Every key whose name contains `name`, sorted.
+async fn keys_of(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut conn = raw(server).await;
+    let mut keys: Vec<String> = conn.keys(format!("*{name}*")).await.unwrap();
+    keys.sort();
+    keys
+}
+
+/// Nothing left behind by `client` on `name`: no subscription, no watchdog entry, and only
+/// the semaphore's own keys (`expected`) once the request markers' window has passed.
+async fn assert_clean(client: &Client, server: &RedisServer, name: &str, expected: &[String]) {
+    client.wait_idle().await;
+    assert_eq!(
+        client.stats().watchdog.holds,
+        0,
+        "a watchdog entry was left"
+    );
+    let unsubscribed = eventually(Duration::from_secs(5), || async {
+        client.stats().channels == 0
+    })
+    .await;
+    assert!(
+        unsubscribed,
+        "a subscription was left: {:?}",
+        client.stats()
+    );
+    let mut conn = raw(server).await;
+    let gone = eventually(Duration::from_secs(5), || {
+        let mut conn = conn.clone();
+        async move { server_channels(&mut conn, name).await == 0 }
+    })
+    .await;
+    assert!(gone, "the server still has a subscription for {name}");
+    // Request markers carry a TTL of the request window.
+    let markers: Vec<String> = conn.keys(format!("*{name}*:req:*")).await.unwrap();
+    for marker in &markers {
+        let pttl: i64 = conn.pttl(marker).await.unwrap();
+        assert!(pttl > 0, "marker {marker} has no ttl ({pttl})");
+    }
+    let only_own = eventually(WINDOW + Duration::from_secs(2), || async {
+        keys_of(server, name).await == expected
+    })
+    .await;
+    assert!(
+        only_own,
+        "keys left behind: {:?} (expected {expected:?})",
+        keys_of(server, name).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_once_then_drop_leaves_every_permit_in_place() {
+    let server = server();
+    let client = client_at(server.url(), RESPONSE_TIMEOUT).await;
+    let name = unique("sem-poll-once");
+    let semaphore = client.semaphore(&name);
+    semaphore.try_set_permits(TOTAL).await.unwrap();
+    let lock = semaphore.as_lock();
+    // An acquire completed by its one poll took its permits for good (they are not owned):
+    // count them, to give them back.
+    let mut completed = 0;
+    for _ in 0..40 {
+        completed += poll_once(semaphore.acquire()).map_or(0, |r| r.map(|()| 1).unwrap());
+        completed += poll_once(semaphore.acquire_many(2)).map_or(0, |r| r.map(|()| 2).unwrap());
+        completed += poll_once(semaphore.try_acquire(1)).map_or(0, |r| u32::from(r.unwrap()));
+        // A guard completed by its one poll is dropped, which gives its permit back.
+        drop(poll_once(lock.lock()));
+    }
+    println!("poll once: {completed} permits taken by acquires that one poll completed");
+    if completed > 0 {
+        client.wait_idle().await;
+        semaphore.release(completed).await.unwrap();
+    }
+    // A release polled once is finished in the background, exactly once each.
+    for _ in 0..10 {
+        drop(poll_once(semaphore.release(1)));
+    }
+    client.wait_idle().await;
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL) + 10,
+        "a dropped acquire kept permits, or a dropped release applied other than once"
+    );
+    assert_eq!(
+        semaphore.drain_permits().await.unwrap(),
+        u64::from(TOTAL) + 10
+    );
+    semaphore.release(TOTAL).await.unwrap();
+    assert_clean(&client, &server, &name, std::slice::from_ref(&name)).await;
+
+    let xname = unique("xsem-poll-once");
+    let xsemaphore = client.permit_expirable_semaphore(&xname);
+    xsemaphore.try_set_permits(TOTAL).await.unwrap();
+    let xlock = xsemaphore.as_lock();
+    // Permits completed by their one poll are dropped, which gives them back.
+    for _ in 0..40 {
+        drop(poll_once(xsemaphore.acquire()));
+        drop(poll_once(
+            xsemaphore.acquire_with_lease(Duration::from_secs(60)),
+        ));
+        drop(poll_once(
+            xsemaphore.acquire_many(2, keylatch::AcquireOptions::new()),
+        ));
+        drop(poll_once(xlock.lock()));
+    }
+    // A permit's release polled once still releases, once.
+    let permit = bounded(xsemaphore.acquire()).await.unwrap();
+    drop(poll_once(permit.release()));
+    client.wait_idle().await;
+    assert_eq!(
+        xsemaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL)
+    );
+    assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 0);
+    let total_key = xsemaphore.total_key().to_owned();
+    let mut expected = vec![xname.clone(), total_key];
+    expected.sort();
+    assert_clean(&client, &server, &xname, &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_storms_leave_nothing_behind() {
+    let server = server();
+    let client = client_at(server.url(), RESPONSE_TIMEOUT).await;
+    let other = client_at(server.url(), RESPONSE_TIMEOUT).await;
+    let name = unique("sem-storm");
+    let semaphore = client.semaphore(&name);
+    semaphore.try_set_permits(TOTAL).await.unwrap();
+    let lock = semaphore.as_lock();
+    let (mut acquired, mut cancelled) = (0, 0);
+    // Uncontended, then contended: another client holds every permit for a while.
+    for round in 0..2 {
+        let holder = other.semaphore(&name);
+        if round == 1 {
+            bounded(holder.acquire_many(TOTAL)).await.unwrap();
+        }
+        let release = tokio::spawn(async move {
+            if round == 1 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                holder.release(TOTAL).await.unwrap();
+            }
+        });
+        for i in 0..200u64 {
+            let wait = Duration::from_nanos(i * 5_000);
+            if i % 2 == 0 {
+                match tokio::time::timeout(wait, semaphore.acquire_many(2)).await {
+                    Ok(result) => {
+                        result.unwrap();
+                        acquired += 1;
+                        semaphore.release(2).await.unwrap();
+                    }
+                    Err(_) => cancelled += 1,
+                }
+            } else {
+                match tokio::time::timeout(wait, lock.lock()).await {
+                    Ok(guard) => {
+                        acquired += 1;
+                        drop(guard.unwrap());
+                    }
+                    Err(_) => cancelled += 1,
+                }
+            }
+        }
+        release.await.unwrap();
+    }
+    // Releases dropped at any point apply exactly once each.
+    let mut storms = 0;
+    for i in 0..100u64 {
+        let _ = tokio::time::timeout(Duration::from_nanos(i * 5_000), semaphore.release(1)).await;
+        storms += 1;
+    }
+    client.wait_idle().await;
+    other.wait_idle().await;
+    println!(
+        "plain storm: {acquired} acquired, {cancelled} cancelled, {storms} releases dropped at any point"
+    );
+    assert!(
+        acquired > 0 && cancelled > 0,
+        "the storm did not exercise both outcomes"
+    );
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL) + storms,
+        "permits were lost or doubled"
+    );
+    assert_eq!(
+        semaphore.drain_permits().await.unwrap(),
+        u64::from(TOTAL) + storms
+    );
+    semaphore.release(TOTAL).await.unwrap();
+    assert_clean(&client, &server, &name, std::slice::from_ref(&name)).await;
+    assert_clean(&other, &server, &name, std::slice::from_ref(&name)).await;
+
+    // The permit-expirable semaphore, the same way.
+    let xname = unique("xsem-storm");
+    let xsemaphore = client.permit_expirable_semaphore(&xname);
+    xsemaphore.try_set_permits(TOTAL).await.unwrap();
+    let xlock = xsemaphore.as_lock();
+    let (mut acquired, mut cancelled) = (0, 0);
+    for round in 0..2 {
+        let holder = other.permit_expirable_semaphore(&xname);
+        let held = if round == 1 {
+            bounded(holder.acquire_many(TOTAL, keylatch::AcquireOptions::new()))
+                .await
+                .unwrap()
+        } else {
+            None
+        };
+        let release = tokio::spawn(async move {
+            if let Some(permits) = held {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                for permit in permits {
+                    permit.release().await.unwrap();
+                }
+            }
+        });
+        for i in 0..200u64 {
+            let wait = Duration::from_nanos(i * 5_000);
+            match i % 3 {
+                0 => match tokio::time::timeout(wait, xsemaphore.acquire()).await {
+                    Ok(permit) => {
+                        acquired += 1;
+                        permit.unwrap().release().await.unwrap();
+                    }
+                    Err(_) => cancelled += 1,
+                },
+                1 => match tokio::time::timeout(
+                    wait,
+                    xsemaphore.acquire_many(2, keylatch::AcquireOptions::new()),
+                )
+                .await
+                {
+                    Ok(permits) => {
+                        acquired += 1;
+                        drop(permits.unwrap());
+                    }
+                    Err(_) => cancelled += 1,
+                },
+                _ => {
+                    match tokio::time::timeout(wait, xlock.lock_with_lease(Duration::from_secs(60)))
+                        .await
+                    {
+                        Ok(guard) => {
+                            acquired += 1;
+                            guard.unwrap().unlock().await.unwrap();
+                        }
+                        Err(_) => cancelled += 1,
+                    }
+                }
+            }
+        }
+        release.await.unwrap();
+    }
+    client.wait_idle().await;
+    other.wait_idle().await;
+    println!("expirable storm: {acquired} acquired, {cancelled} cancelled");
+    assert!(
+        acquired > 0 && cancelled > 0,
+        "the storm did not exercise both outcomes"
+    );
+    assert_eq!(
+        xsemaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL)
+    );
+    assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 0);
+    let mut expected = vec![xname.clone(), xsemaphore.total_key().to_owned()];
+    expected.sort();
+    assert_clean(&client, &server, &xname, &expected).await;
+    assert_clean(&other, &server, &xname, &expected).await;
+}
+
+/// The server is paused so a request is sent but not answered; the future is dropped
+/// meanwhile and the server runs the request afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
+    let server = server();
+    let client = client_at(server.url(), Duration::from_secs(5)).await;
+    let mut conn = raw(&server).await;
+    let name = unique("sem-in-flight");
+    let semaphore = client.semaphore(&name);
+    semaphore.try_set_permits(TOTAL).await.unwrap();
+
+    pause(&mut conn, 300).await;
+    let dropped = tokio::time::timeout(Duration::from_millis(50), semaphore.acquire_many(2)).await;
+    assert!(
+        dropped.is_err(),
+        "the acquire should wait for the paused server"
+    );
+    client.wait_idle().await;
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL),
+        "the acquire dropped in flight kept its permits"
+    );
+
+    bounded(semaphore.acquire()).await.unwrap();
+    pause(&mut conn, 300).await;
+    let dropped = tokio::time::timeout(Duration::from_millis(50), semaphore.release(1)).await;
+    assert!(
+        dropped.is_err(),
+        "the release should wait for the paused server"
+    );
+    client.wait_idle().await;
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL),
+        "the release dropped in flight applied other than once"
+    );
+
+    let guard = bounded(semaphore.as_lock().lock()).await.unwrap();
+    pause(&mut conn, 300).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), guard.unlock())
+            .await
+            .is_err()
+    );
+    client.wait_idle().await;
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL)
+    );
+
+    let xname = unique("xsem-in-flight");
+    let xsemaphore = client.permit_expirable_semaphore(&xname);
+    xsemaphore.try_set_permits(TOTAL).await.unwrap();
+    pause(&mut conn, 300).await;
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        xsemaphore.acquire_many(2, keylatch::AcquireOptions::new()),
+    )
+    .await;
+    assert!(dropped.is_err());
+    client.wait_idle().await;
+    assert_eq!(
+        xsemaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL)
+    );
+    assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 0);
+
+    let permit = bounded(xsemaphore.acquire()).await.unwrap();
+    pause(&mut conn, 300).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), permit.release())
+            .await
+            .is_err()
+    );
+    client.wait_idle().await;
+    assert_eq!(
+        xsemaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL)
+    );
+    assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 0);
+    assert_eq!(client.stats().watchdog.holds, 0);
+}
+
+/// Replies dropped after the server ran the request (a fault proxy): an acquire is not
+/// doubled and a release is not applied twice, although each is sent more than once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_replies_neither_leak_nor_double_permits() {
+    let server = server();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let client = client_at(proxy.url(), Duration::from_millis(200)).await;
+    let name = unique("sem-lost-reply");
+    let xname = unique("xsem-lost-reply");
+    let semaphore = client.semaphore(&name);
+    let xsemaphore = client.permit_expirable_semaphore(&xname);
+    semaphore.try_set_permits(TOTAL).await.unwrap();
+    xsemaphore.try_set_permits(TOTAL).await.unwrap();
+    let mut conn = raw(&server).await;
+    let evalsha = || async {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut raw(&server).await)
+            .await
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+
+    // Acquires whose replies are dropped: each attempt runs and is undone; once replies flow
+    // again one attempt succeeds.
+    let before = evalsha().await;
+    proxy.set(Fault::DropReplies);
+    let plain = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire().await }
+    });
+    let expirable = tokio::spawn({
+        let xsemaphore = xsemaphore.clone();
+        async move { xsemaphore.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.set(Fault::Pass);
+    bounded(plain).await.unwrap().unwrap();
+    let permit = bounded(expirable).await.unwrap().unwrap();
+    client.wait_idle().await;
+    let during = evalsha().await - before;
+    let available: Option<u64> = conn.get(&name).await.unwrap();
+    println!(
+        "lost replies: {during} script calls ran while acquiring; plain available {available:?}, expirable acquired {}",
+        xsemaphore.acquired_permits().await.unwrap()
+    );
+    assert!(during > 2, "no request was sent more than once");
+    assert_eq!(
+        available,
+        Some(u64::from(TOTAL) - 1),
+        "an acquire was doubled or leaked"
+    );
+    assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 1);
+
+    // Releases whose replies are dropped: retried with the same marker / id, applied once.
+    let before = evalsha().await;
+    proxy.set(Fault::DropReplies);
+    let plain = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.release(1).await }
+    });
+    let expirable = tokio::spawn(permit.release());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.set(Fault::Pass);
+    bounded(plain).await.unwrap().unwrap();
+    bounded(expirable).await.unwrap().unwrap();
+    client.wait_idle().await;
+    let during = evalsha().await - before;
+    let available: Option<u64> = conn.get(&name).await.unwrap();
+    println!(
+        "lost replies: {during} script calls ran while releasing; plain available {available:?}"
+    );
+    assert!(during > 2, "no release was sent more than once");
+    assert_eq!(
+        available,
+        Some(u64::from(TOTAL)),
+        "a release was doubled or lost"
+    );
+    assert_eq!(
+        xsemaphore.available_permits().await.unwrap(),
+        u64::from(TOTAL)
+    );
+    assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 0);
+}
