@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use keylatch::redis::{self, aio::MultiplexedConnection};
-use keylatch::{Client, Config};
+use keylatch::{Client, Config, DistributedLock};
 use serde::Serialize;
 
 use crate::cli::BenchArgs;
@@ -95,25 +95,88 @@ pub async fn bench(url: &str, args: BenchArgs) -> Result<(), Failure> {
 
     // Reentrant lock, uncontended: lock + unlock.
     let lock = client.lock(&format!("{prefix}:uncontended"));
-    let progress = bar(ops as u64, "lock+unlock, uncontended", quiet);
-    let mut samples = Vec::with_capacity(ops);
-    let start = Instant::now();
-    for _ in 0..ops {
-        let t = Instant::now();
-        lock.lock().await?.unlock().await?;
-        samples.push(t.elapsed());
-        progress.inc(1);
-    }
-    progress.finish_and_clear();
-    rows.push(summarise(
-        "reentrant lock+unlock, 1 task",
-        samples,
-        start.elapsed(),
-        rt,
-    ));
+    rows.push(uncontended("reentrant lock+unlock, 1 task", &lock, ops, rt, quiet).await?);
 
     // Reentrant lock, 16 tasks on one key: hand-off gaps.
-    rows.push(handoff(&client, &format!("{prefix}:handoff"), ops, rt, quiet).await?);
+    let reentrant: Arc<dyn DistributedLock> = Arc::new(client.lock(&format!("{prefix}:handoff")));
+    rows.push(
+        handoff(
+            "reentrant hand-off gap, 16 tasks",
+            reentrant,
+            ops,
+            rt,
+            quiet,
+        )
+        .await?,
+    );
+
+    // The other primitives, one lock+unlock (or acquire+release) at a time, then hand-offs.
+    let primitives: Vec<(&str, Arc<dyn DistributedLock>)> = vec![
+        (
+            "fair lock+unlock, 1 task",
+            Arc::new(client.fair_lock(&format!("{prefix}:fair"))),
+        ),
+        (
+            "read lock+unlock, 1 task",
+            Arc::new(client.rw_lock(&format!("{prefix}:rw")).read_lock()),
+        ),
+        (
+            "write lock+unlock, 1 task",
+            Arc::new(client.rw_lock(&format!("{prefix}:rw")).write_lock()),
+        ),
+    ];
+    for (label, lock) in primitives {
+        rows.push(uncontended(label, lock.as_ref(), ops, rt, quiet).await?);
+    }
+    let semaphore = client.semaphore(&format!("{prefix}:semaphore"));
+    semaphore.try_set_permits(1).await?;
+    rows.push(
+        uncontended(
+            "semaphore acquire+release",
+            &semaphore.as_lock(),
+            ops,
+            rt,
+            quiet,
+        )
+        .await?,
+    );
+    let expirable = client.permit_expirable_semaphore(&format!("{prefix}:expirable"));
+    expirable.try_set_permits(1).await?;
+    rows.push(
+        uncontended(
+            "expirable permit acquire+release",
+            &expirable.as_lock(),
+            ops,
+            rt,
+            quiet,
+        )
+        .await?,
+    );
+    let fair: Arc<dyn DistributedLock> =
+        Arc::new(client.fair_lock(&format!("{prefix}:fair-handoff")));
+    rows.push(handoff("fair hand-off gap, 16 tasks", fair, ops, rt, quiet).await?);
+    let permit: Arc<dyn DistributedLock> = Arc::new(semaphore.as_lock());
+    rows.push(
+        handoff(
+            "semaphore (1 permit) hand-off, 16 tasks",
+            permit,
+            ops,
+            rt,
+            quiet,
+        )
+        .await?,
+    );
+
+    // Leave nothing behind on the user's Redis.
+    let mut conn = client.pool_connection().await?;
+    let keys: Vec<String> = keylatch::redis::AsyncCommands::keys(&mut *conn, format!("*{prefix}*"))
+        .await
+        .map_err(keylatch::Error::from)?;
+    if !keys.is_empty() {
+        let _: () = keylatch::redis::AsyncCommands::del(&mut *conn, &keys)
+            .await
+            .map_err(keylatch::Error::from)?;
+    }
 
     if args.json {
         println!(
@@ -122,12 +185,12 @@ pub async fn bench(url: &str, args: BenchArgs) -> Result<(), Failure> {
         );
     } else {
         println!(
-            "{:<34} {:>8} {:>10} {:>10} {:>12} {:>10}",
+            "{:<42} {:>8} {:>10} {:>10} {:>12} {:>10}",
             "scenario", "ops", "p50 us", "p99 us", "ops/s", "p50 / RT"
         );
         for row in &rows {
             println!(
-                "{:<34} {:>8} {:>10.1} {:>10.1} {:>12.0} {:>9.2}x",
+                "{:<42} {:>8} {:>10.1} {:>10.1} {:>12.0} {:>9.2}x",
                 row.scenario,
                 row.ops,
                 row.p50_us,
@@ -141,27 +204,44 @@ pub async fn bench(url: &str, args: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// One task: lock (or acquire) then unlock, `ops` times.
+async fn uncontended(
+    label: &str,
+    lock: &dyn DistributedLock,
+    ops: usize,
+    rt: f64,
+    quiet: bool,
+) -> Result<Row, Failure> {
+    let progress = bar(ops as u64, label, quiet);
+    let mut samples = Vec::with_capacity(ops);
+    let start = Instant::now();
+    for _ in 0..ops {
+        let t = Instant::now();
+        lock.lock().await?.unlock().await?;
+        samples.push(t.elapsed());
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    Ok(summarise(label, samples, start.elapsed(), rt))
+}
+
 /// 16 tasks take turns on one lock; the figure is the gap from one release to the next
 /// acquisition.
 async fn handoff(
-    client: &Client,
-    name: &str,
+    label: &str,
+    lock: Arc<dyn DistributedLock>,
     ops: usize,
     rt: f64,
     quiet: bool,
 ) -> Result<Row, Failure> {
     let tasks = 16;
     let per_task = (ops / tasks).max(1);
-    let progress = bar(
-        (per_task * tasks) as u64,
-        "hand-off, 16 tasks on one key",
-        quiet,
-    );
+    let progress = bar((per_task * tasks) as u64, label, quiet);
     let events: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..tasks {
-        let lock = client.lock(name);
+        let lock = lock.clone();
         let events = events.clone();
         let progress = progress.clone();
         handles.push(tokio::spawn(async move {
@@ -189,12 +269,7 @@ async fn handoff(
         .windows(2)
         .map(|w| w[1].0.saturating_duration_since(w[0].1))
         .collect();
-    Ok(summarise(
-        "reentrant hand-off gap, 16 tasks",
-        gaps,
-        elapsed,
-        rt,
-    ))
+    Ok(summarise(label, gaps, elapsed, rt))
 }
 
 async fn raw_connection(url: &str) -> Result<MultiplexedConnection, Failure> {

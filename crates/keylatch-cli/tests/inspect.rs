@@ -40,3 +40,14 @@ fn inspect_reports_a_reentrant_holder_and_a_free_name() {
     let ttl = report["ttl_ms"].as_i64().unwrap();
     assert!(ttl > 0 && ttl <= 30_000, "{ttl}");
 }
+
+#[test]
+fn inspect_reports_plain_semaphore_permits() {
+    let server = server();
+    // A plain semaphore is a string of available permits (Redisson's RSemaphore).
+    assert_eq!(server.cli(&["SET", "cli-plain-sem", "5"]).unwrap(), "OK");
+    let report = inspect(&server, "cli-plain-sem");
+    assert_eq!(report["primitive"], "semaphore");
+    assert_eq!(report["available_permits"], 5);
+    assert!(report.get("permits").is_none());
+}
