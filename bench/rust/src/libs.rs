@@ -1,0 +1,679 @@
+//! One adapter per library: a `Worker` acquires and releases one lock (or one permit) the way
+//! that library's documentation shows, with its defaults unless the variant names one tuned
+//! setting.
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distributed_lock_core::traits::{
+    DistributedLock, DistributedSemaphore, LockHandle, LockProvider, SemaphoreProvider,
+};
+
+/// A caller-side retry interval for libraries whose acquire returns at once when the lock is
+/// held (it does not wait): the caller must loop. 10 ms is the shortest default poll interval
+/// among the peers (redis-semaphore's `retryInterval`).
+pub const CALLER_RETRY: Duration = Duration::from_millis(10);
+
+pub type WorkerResult = Result<(), String>;
+
+/// One worker's handle on the lock (or semaphore) under test.
+#[async_trait]
+pub trait Worker: Send {
+    /// Waits until acquired.
+    async fn acquire(&mut self) -> WorkerResult;
+    /// Releases what `acquire` got.
+    async fn release(&mut self) -> WorkerResult;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Lock,
+    FairLock,
+    Semaphore,
+    /// Raw script calls through redis-rs: the limit, or keylatch's own scripts without the
+    /// library (not a lock: nothing waits).
+    Baseline,
+}
+
+/// A library, set up once per variant (its client, pool or manager).
+#[derive(Clone)]
+pub enum Lib {
+    KeylatchReentrant(keylatch::Client),
+    KeylatchFair(keylatch::Client),
+    KeylatchSemaphore(keylatch::Client),
+    KeylatchExpirable(keylatch::Client),
+    Rslock(rslock::LockManager),
+    Distkit {
+        conn: redis::aio::ConnectionManager,
+        retry: Option<Duration>,
+    },
+    Redisson(RedissonClient),
+    RedissonFair(RedissonClient),
+    RedissonSemaphore(RedissonClient),
+    /// Two EVALSHA of a one-call script, as "acquire" and "release".
+    Raw(redis::aio::MultiplexedConnection, Arc<redis::Script>),
+    /// keylatch's reentrant-lock scripts sent through redis-rs, without the library.
+    RawKeylatchScripts(redis::aio::MultiplexedConnection),
+    Dlr(Arc<distributed_lock_redis::RedisLockProvider>),
+    DlrSemaphore(Arc<distributed_lock_redis::RedisLockProvider>),
+}
+
+/// redisson-rs's client and how to make a new one: its circuit breaker, once open after pool
+/// time-outs, fails every later call, so each scenario starts with a fresh client.
+#[derive(Clone)]
+pub struct RedissonClient {
+    url: String,
+    pool: Option<u32>,
+    client: Arc<redisson::AsyncRedissonClient>,
+}
+
+impl RedissonClient {
+    async fn connect(url: &str, pool: Option<u32>) -> Result<RedissonClient, String> {
+        let mut config = redisson::RedissonConfig::single_server(url);
+        if let Some(pool) = pool {
+            config = config.with_pool_size(pool);
+        }
+        let client = Arc::new(
+            redisson::AsyncRedissonClient::new(config)
+                .await
+                .map_err(err)?,
+        );
+        Ok(RedissonClient {
+            url: url.to_owned(),
+            pool,
+            client,
+        })
+    }
+}
+
+/// A library with the name, variant and notes the report shows.
+#[derive(Clone)]
+pub struct Variant {
+    pub lib: &'static str,
+    pub variant: &'static str,
+    pub label: &'static str,
+    pub kind: Kind,
+    /// The one setting changed from the library's defaults, if any.
+    pub tuned: Option<&'static str>,
+    pub note: &'static str,
+    pub imp: Lib,
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Every Rust variant, connected to `url`. `want` filters by library name.
+pub async fn variants(url: &str, want: &dyn Fn(&str) -> bool) -> Result<Vec<Variant>, String> {
+    let mut out = Vec::new();
+    if want("raw") {
+        let client = redis::Client::open(url).map_err(err)?;
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(err)?;
+        out.push(Variant {
+            lib: "raw",
+            variant: "keylatch-scripts",
+            label: "keylatch's scripts, sent raw",
+            kind: Kind::Baseline,
+            tuned: None,
+            note: "the reentrant lock's acquire and release scripts through redis-rs, no library",
+            imp: Lib::RawKeylatchScripts(conn),
+        });
+    }
+    if want("keylatch") {
+        let client = keylatch::Client::connect(url).await.map_err(err)?;
+        out.push(Variant {
+            lib: "keylatch",
+            variant: "reentrant",
+            label: "keylatch ReentrantLock",
+            kind: Kind::Lock,
+            tuned: None,
+            note: "pub/sub wake-up, watchdog lease",
+            imp: Lib::KeylatchReentrant(client.clone()),
+        });
+        out.push(Variant {
+            lib: "keylatch",
+            variant: "fair",
+            label: "keylatch FairLock",
+            kind: Kind::FairLock,
+            tuned: None,
+            note: "FIFO queue, head waiter woken",
+            imp: Lib::KeylatchFair(client.clone()),
+        });
+        out.push(Variant {
+            lib: "keylatch",
+            variant: "semaphore",
+            label: "keylatch Semaphore",
+            kind: Kind::Semaphore,
+            tuned: None,
+            note: "permit count; waiters woken by pub/sub",
+            imp: Lib::KeylatchSemaphore(client.clone()),
+        });
+        out.push(Variant {
+            lib: "keylatch",
+            variant: "expirable",
+            label: "keylatch PermitExpirableSemaphore",
+            kind: Kind::Semaphore,
+            tuned: None,
+            note: "permit ids with leases (watchdog); waiters woken by pub/sub",
+            imp: Lib::KeylatchExpirable(client.clone()),
+        });
+    }
+    if want("rslock") {
+        let manager = rslock::LockManager::new(vec![url.to_owned()]);
+        out.push(Variant {
+            lib: "rslock",
+            variant: "default",
+            label: "rslock",
+            kind: Kind::Lock,
+            tuned: None,
+            note: "SET NX polling, retry after 0-200 ms",
+            imp: Lib::Rslock(manager.clone()),
+        });
+        let mut tuned = rslock::LockManager::new(vec![url.to_owned()]);
+        tuned.set_retry(3, Duration::from_millis(2));
+        out.push(Variant {
+            lib: "rslock",
+            variant: "tuned",
+            label: "rslock (retry 0-1 ms)",
+            kind: Kind::Lock,
+            tuned: Some("set_retry(3, 2 ms): retry after 0-1 ms"),
+            note: "SET NX polling",
+            imp: Lib::Rslock(tuned),
+        });
+    }
+    if want("distkit") {
+        let client = redis::Client::open(url).map_err(err)?;
+        let conn = client.get_connection_manager().await.map_err(err)?;
+        out.push(Variant {
+            lib: "distkit",
+            variant: "default",
+            label: "distkit Mutex",
+            kind: Kind::Lock,
+            tuned: None,
+            note: "SET NX polling every 50 ms",
+            imp: Lib::Distkit {
+                conn: conn.clone(),
+                retry: None,
+            },
+        });
+        out.push(Variant {
+            lib: "distkit",
+            variant: "tuned",
+            label: "distkit Mutex (poll 1 ms)",
+            kind: Kind::Lock,
+            tuned: Some("retry_interval 1 ms"),
+            note: "SET NX polling",
+            imp: Lib::Distkit {
+                conn,
+                retry: Some(Duration::from_millis(1)),
+            },
+        });
+    }
+    if want("redisson") {
+        let client = RedissonClient::connect(url, None).await?;
+        out.push(Variant {
+            lib: "redisson",
+            variant: "default",
+            label: "redisson-rs RLock",
+            kind: Kind::Lock,
+            tuned: None,
+            note: "script polling every 100 ms (fixed); a waiter keeps a pooled connection (10 by default) while it sleeps",
+            imp: Lib::Redisson(client.clone()),
+        });
+        out.push(Variant {
+            lib: "redisson",
+            variant: "tuned",
+            label: "redisson-rs RLock (pool 300)",
+            kind: Kind::Lock,
+            tuned: Some("pool_size 300 (default 10)"),
+            note: "script polling every 100 ms (fixed)",
+            imp: Lib::Redisson(RedissonClient::connect(url, Some(300)).await?),
+        });
+        out.push(Variant {
+            lib: "redisson",
+            variant: "fair",
+            label: "redisson-rs RFairLock",
+            kind: Kind::FairLock,
+            tuned: None,
+            note: "queue polled every 100 ms; lock() fails when the head finds the lock held, the caller retries",
+            imp: Lib::RedissonFair(client.clone()),
+        });
+        out.push(Variant {
+            lib: "redisson",
+            variant: "semaphore",
+            label: "redisson-rs RSemaphore",
+            kind: Kind::Semaphore,
+            tuned: None,
+            note: "acquire() never waits: caller retries every 10 ms",
+            imp: Lib::RedissonSemaphore(client),
+        });
+    }
+    if want("distributed-lock-redis") {
+        let provider = Arc::new(
+            distributed_lock_redis::RedisLockProvider::new(url.to_owned())
+                .await
+                .map_err(err)?,
+        );
+        out.push(Variant {
+            lib: "distributed-lock-redis",
+            variant: "default",
+            label: "distributed-lock-redis",
+            kind: Kind::Lock,
+            tuned: None,
+            note: "acquire() does not wait on one server: caller retries every 10 ms",
+            imp: Lib::Dlr(provider.clone()),
+        });
+        out.push(Variant {
+            lib: "distributed-lock-redis",
+            variant: "semaphore",
+            label: "distributed-lock-redis semaphore",
+            kind: Kind::Semaphore,
+            tuned: None,
+            note: "EVAL polling, back-off 10-200 ms",
+            imp: Lib::DlrSemaphore(provider),
+        });
+    }
+    Ok(out)
+}
+
+impl Lib {
+    /// The same library with fresh client state where a library keeps state that one
+    /// scenario's failures would carry into the next (redisson-rs's circuit breaker).
+    pub async fn fresh(&self) -> Result<Lib, String> {
+        Ok(match self {
+            Lib::Redisson(c) => Lib::Redisson(RedissonClient::connect(&c.url, c.pool).await?),
+            Lib::RedissonFair(c) => {
+                Lib::RedissonFair(RedissonClient::connect(&c.url, c.pool).await?)
+            }
+            Lib::RedissonSemaphore(c) => {
+                Lib::RedissonSemaphore(RedissonClient::connect(&c.url, c.pool).await?)
+            }
+            other => other.clone(),
+        })
+    }
+
+    /// A worker on `key`; `permits` is the semaphore's size (ignored by locks).
+    pub async fn worker(&self, key: &str, permits: usize) -> Result<Box<dyn Worker>, String> {
+        Ok(match self {
+            Lib::KeylatchReentrant(client) => Box::new(KeylatchWorker {
+                lock: client.lock(key),
+                guard: None,
+            }),
+            Lib::KeylatchFair(client) => Box::new(KeylatchFairWorker {
+                lock: client.fair_lock(key),
+                guard: None,
+            }),
+            Lib::KeylatchSemaphore(client) => {
+                let semaphore = client.semaphore(key);
+                semaphore
+                    .try_set_permits(permits as u32)
+                    .await
+                    .map_err(err)?;
+                Box::new(KeylatchSemaphoreWorker { semaphore })
+            }
+            Lib::KeylatchExpirable(client) => {
+                let semaphore = client.permit_expirable_semaphore(key);
+                semaphore
+                    .try_set_permits(permits as u32)
+                    .await
+                    .map_err(err)?;
+                Box::new(KeylatchExpirableWorker {
+                    semaphore,
+                    permit: None,
+                })
+            }
+            Lib::Raw(conn, script) => Box::new(RawWorker {
+                conn: conn.clone(),
+                script: script.clone(),
+                key: key.to_owned(),
+            }),
+            Lib::RawKeylatchScripts(conn) => Box::new(RawKeylatchWorker {
+                conn: conn.clone(),
+                key: key.to_owned(),
+            }),
+            Lib::Rslock(manager) => Box::new(RslockWorker {
+                manager: manager.clone(),
+                key: key.to_owned(),
+                guard: None,
+            }),
+            Lib::Distkit { conn, retry } => {
+                let name =
+                    distkit::DistkitRedisKey::try_from(key.replace(':', "_")).map_err(err)?;
+                let mut options = distkit::lock::LockOptions::new(name, conn.clone());
+                if let Some(retry) = retry {
+                    options.retry_interval = *retry;
+                }
+                Box::new(DistkitWorker {
+                    mutex: distkit::lock::Mutex::new(options),
+                    guard: None,
+                })
+            }
+            Lib::Redisson(c) => Box::new(RedissonWorker {
+                lock: c.client.get_lock(key),
+            }),
+            Lib::RedissonFair(c) => Box::new(RedissonFairWorker {
+                lock: c.client.get_fair_lock(key),
+            }),
+            Lib::RedissonSemaphore(c) => Box::new(RedissonSemaphoreWorker {
+                semaphore: c.client.get_semaphore(key, permits).await,
+            }),
+            Lib::Dlr(provider) => Box::new(DlrWorker {
+                lock: provider.create_lock(key),
+                handle: None,
+            }),
+            Lib::DlrSemaphore(provider) => Box::new(DlrSemaphoreWorker {
+                semaphore: provider.create_semaphore(key, permits as u32),
+                handle: None,
+            }),
+        })
+    }
+}
+
+struct KeylatchWorker {
+    lock: keylatch::ReentrantLock,
+    guard: Option<keylatch::LockGuard>,
+}
+
+#[async_trait]
+impl Worker for KeylatchWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        self.guard = Some(self.lock.lock().await.map_err(err)?);
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.guard
+            .take()
+            .ok_or("not held")?
+            .unlock()
+            .await
+            .map_err(err)
+    }
+}
+
+struct KeylatchFairWorker {
+    lock: keylatch::FairLock,
+    guard: Option<keylatch::LockGuard>,
+}
+
+#[async_trait]
+impl Worker for KeylatchFairWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        self.guard = Some(self.lock.lock().await.map_err(err)?);
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.guard
+            .take()
+            .ok_or("not held")?
+            .unlock()
+            .await
+            .map_err(err)
+    }
+}
+
+struct KeylatchSemaphoreWorker {
+    semaphore: keylatch::Semaphore,
+}
+
+#[async_trait]
+impl Worker for KeylatchSemaphoreWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        self.semaphore.acquire().await.map_err(err)
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.semaphore.release(1).await.map_err(err)
+    }
+}
+
+struct KeylatchExpirableWorker {
+    semaphore: keylatch::PermitExpirableSemaphore,
+    /// The permit, as its guard (the facade does not name `Permit`; releasing the guard
+    /// releases the permit id, as `Permit::release` does).
+    permit: Option<keylatch::LockGuard>,
+}
+
+#[async_trait]
+impl Worker for KeylatchExpirableWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        self.permit = Some(self.semaphore.acquire().await.map_err(err)?.into_guard());
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.permit
+            .take()
+            .ok_or("not held")?
+            .unlock()
+            .await
+            .map_err(err)
+    }
+}
+
+struct RawWorker {
+    conn: redis::aio::MultiplexedConnection,
+    script: Arc<redis::Script>,
+    key: String,
+}
+
+#[async_trait]
+impl Worker for RawWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        let _: i64 = self
+            .script
+            .key(&self.key)
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.acquire().await
+    }
+}
+
+static KEYLATCH_ACQUIRE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(include_str!(
+        "../../../crates/keylatch-reentrant/src/lua/acquire.lua"
+    ))
+});
+static KEYLATCH_RELEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(include_str!(
+        "../../../crates/keylatch-reentrant/src/lua/release.lua"
+    ))
+});
+const RAW_OWNER: &str = "raw-owner:1";
+
+/// keylatch's reentrant-lock scripts with the arguments the library sends (see
+/// crates/keylatch-reentrant/src/lock.rs), so the library's own share can be told apart.
+struct RawKeylatchWorker {
+    conn: redis::aio::MultiplexedConnection,
+    key: String,
+}
+
+#[async_trait]
+impl Worker for RawKeylatchWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        let owner = RAW_OWNER;
+        let reply: redis::Value = KEYLATCH_ACQUIRE
+            .key(&self.key)
+            .key(format!("redisson_lock_token:{{{}}}", self.key))
+            .arg(30_000)
+            .arg(owner)
+            .arg("0")
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(err)?;
+        match reply {
+            redis::Value::Nil => Ok(()),
+            other => Err(format!("keylatch's acquire script answered {other:?}")),
+        }
+    }
+    async fn release(&mut self) -> WorkerResult {
+        let owner = RAW_OWNER;
+        let _: redis::Value = KEYLATCH_RELEASE
+            .key(&self.key)
+            .key(format!("redisson_lock__channel:{{{}}}", self.key))
+            .arg("0")
+            .arg(owner)
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+/// rslock's documented lease in its example is explicit; 30 s like the others' defaults.
+const LEASE: Duration = Duration::from_secs(30);
+
+struct RslockWorker {
+    manager: rslock::LockManager,
+    key: String,
+    guard: Option<rslock::LockGuard>,
+}
+
+#[async_trait]
+impl Worker for RslockWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        let guard = self
+            .manager
+            .acquire(self.key.as_bytes(), LEASE)
+            .await
+            .map_err(err)?;
+        self.guard = Some(guard);
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.guard.take().ok_or("not held")?.release().await;
+        Ok(())
+    }
+}
+
+struct DistkitWorker {
+    mutex: Arc<distkit::lock::Mutex>,
+    guard: Option<distkit::lock::MutexGuard>,
+}
+
+#[async_trait]
+impl Worker for DistkitWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        self.guard = Some(self.mutex.lock().await.map_err(err)?);
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.guard
+            .take()
+            .ok_or("not held")?
+            .release()
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+struct RedissonWorker {
+    lock: redisson::AsyncRLock,
+}
+
+#[async_trait]
+impl Worker for RedissonWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        self.lock.lock().await.map_err(err)
+    }
+    async fn release(&mut self) -> WorkerResult {
+        // unlock() reports `false` after a full release too (its script returns 0 then), so
+        // only an error counts as a failure.
+        self.lock.unlock().await.map_err(err).map(drop)
+    }
+}
+
+struct RedissonFairWorker {
+    lock: redisson::AsyncRFairLock,
+}
+
+#[async_trait]
+impl Worker for RedissonFairWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        // lock() gives up with an error when this waiter reaches the head of the queue while
+        // the lock is still held (or after 100 polls): the caller has to try again.
+        self.lock.lock().await.map_err(err)
+    }
+    async fn release(&mut self) -> WorkerResult {
+        // unlock() reports `false` after a full release too (its script returns 0 then), so
+        // only an error counts as a failure.
+        self.lock.unlock().await.map_err(err).map(drop)
+    }
+}
+
+struct RedissonSemaphoreWorker {
+    semaphore: redisson::AsyncRSemaphore,
+}
+
+#[async_trait]
+impl Worker for RedissonSemaphoreWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        // acquire() is one attempt (`try_acquire(1, 0)`): loop as a caller must.
+        while !self.semaphore.acquire().await.map_err(err)? {
+            tokio::time::sleep(CALLER_RETRY).await;
+        }
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.semaphore.release(1).await.map_err(err)
+    }
+}
+
+struct DlrWorker {
+    lock: distributed_lock_redis::RedisDistributedLock,
+    handle: Option<distributed_lock_redis::RedisLockHandle>,
+}
+
+#[async_trait]
+impl Worker for DlrWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        // With one server, acquire(None) tries once and reports a timeout when the lock is
+        // held; it does not wait. Loop as a caller must.
+        loop {
+            match self.lock.acquire(None).await {
+                Ok(handle) => {
+                    self.handle = Some(handle);
+                    return Ok(());
+                }
+                Err(distributed_lock_core::error::LockError::Timeout(_)) => {
+                    tokio::time::sleep(CALLER_RETRY).await
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.handle
+            .take()
+            .ok_or("not held")?
+            .release()
+            .await
+            .map_err(err)
+    }
+}
+
+struct DlrSemaphoreWorker {
+    semaphore: distributed_lock_redis::RedisDistributedSemaphore,
+    handle: Option<distributed_lock_redis::RedisSemaphoreHandle>,
+}
+
+#[async_trait]
+impl Worker for DlrSemaphoreWorker {
+    async fn acquire(&mut self) -> WorkerResult {
+        self.handle = Some(self.semaphore.acquire(None).await.map_err(err)?);
+        Ok(())
+    }
+    async fn release(&mut self) -> WorkerResult {
+        self.handle
+            .take()
+            .ok_or("not held")?
+            .release()
+            .await
+            .map_err(err)
+    }
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# keylatch against peer lock libraries (Rust, Python, Node) and the physical limit, in one
+# run on one throwaway redis-server. Installs what it needs, prints tables, and rewrites the
+# section of docs/benchmarks.md between <!-- peers:start --> and <!-- peers:end --> with
+# tables and plots (docs/img/peers-*.png).
+#
+#   ./scripts/bench.sh             # full run: about 10 minutes on 2 cores, after the first build
+#   ./scripts/bench.sh --quick     # every scenario at a quarter of its duration
+#   ./scripts/bench.sh --report    # re-render the doc from the last run's bench/results/
+#   ./scripts/bench.sh --runners rust,node   # a subset (the report then lacks the others)
+#
+# Installs: redis-server, redis-cli and redis-benchmark (./scripts/setup.sh, Debian's
+# packages); the Python peers and matplotlib with pip into bench/.venv; the Node peers with
+# `npm ci` into bench/node/node_modules; the Rust peers from crates.io into bench/target.
+# Benchmark traffic goes to 127.0.0.1 only.
+set -euo pipefail
+
+# shellcheck disable=SC2034 # read by lib.sh
+SCRIPT_NAME="bench.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+
+SCALE=1
+QUICK=0
+REPORT_ONLY=0
+RUNNERS="rust,python,node"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) SCALE=0.25 QUICK=1 ;;
+        --report) REPORT_ONLY=1 ;;
+        --runners) RUNNERS="$2"; shift ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) die "unknown argument $1 (see --help)" ;;
+    esac
+    shift
+done
+wants() { case ",$RUNNERS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+BENCH="$ROOT/bench"
+RESULTS="$BENCH/results"
+VENV="$BENCH/.venv"
+PY="$VENV/bin/python"
+export CARGO_TARGET_DIR="$BENCH/target"
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# --- install -------------------------------------------------------------------------------
+section "installing what the benchmarks need"
+if [ "$REPORT_ONLY" -eq 0 ]; then
+    "$ROOT/scripts/setup.sh"
+    command -v redis-benchmark >/dev/null 2>&1 ||
+        die "redis-benchmark not found (Debian's redis-tools provides it)"
+fi
+
+command -v python3 >/dev/null 2>&1 || {
+    log "python3 is missing: installing Debian's python3 and python3-venv"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv
+}
+if [ ! -x "$PY" ]; then
+    log "creating $VENV"
+    if ! python3 -m venv "$VENV"; then
+        log "python3 -m venv failed: installing Debian's python3-venv"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv
+        rm -rf "$VENV"
+        python3 -m venv "$VENV"
+    fi
+fi
+# Pinned versions: a no-op once they are installed.
+"$PY" -m pip install --quiet --disable-pip-version-check -r "$BENCH/python/requirements.txt"
+log "python: $("$PY" --version), $("$PY" -m pip freeze 2>/dev/null | grep -iE '^(redis|python-redis-lock|matplotlib)==' | tr '\n' ' ')"
+
+if [ "$REPORT_ONLY" -eq 0 ]; then
+    if wants node; then
+        if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+            log "node/npm missing: installing Debian's nodejs and npm"
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm
+        fi
+        if [ ! -d "$BENCH/node/node_modules/redis-semaphore" ] ||
+            [ "$BENCH/node/package-lock.json" -nt "$BENCH/node/node_modules/.package-lock.json" ]; then
+            log "npm ci (bench/node)"
+            (cd "$BENCH/node" && npm ci --no-audit --no-fund --loglevel=error)
+        fi
+        log "node $(node --version): redlock, redis-semaphore, ioredis from bench/node/package-lock.json"
+    fi
+    # Always: the raw EVALSHA baseline of every runner comes from it.
+    log "building bench/rust (keylatch by path + the Rust peers; target dir bench/target)"
+    cargo build --release --quiet --manifest-path "$BENCH/rust/Cargo.toml"
+fi
+
+# --- run -----------------------------------------------------------------------------------
+if [ "$REPORT_ONLY" -eq 0 ]; then
+    rm -rf "$RESULTS"
+    mkdir -p "$RESULTS"
+    trap stop_throwaway_redis EXIT
+    start_throwaway_redis
+    URL="redis://127.0.0.1:$THROWAWAY_REDIS_PORT"
+    load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+    started=$SECONDS
+
+    section "baseline: redis-benchmark (EVALSHA of a one-call script)"
+    cli() { redis-cli -h 127.0.0.1 -p "$THROWAWAY_REDIS_PORT" "$@"; }
+    sha="$(cli SCRIPT LOAD "return redis.call('exists', KEYS[1])" | tr -d '\r')"
+    rb() { # <name> <redis-benchmark args...>: one CSV line → JSON
+        local name="$1"; shift
+        redis-benchmark -h 127.0.0.1 -p "$THROWAWAY_REDIS_PORT" --csv "$@" | tail -n 1 |
+            "$PY" -c 'import csv, json, sys
+row = next(csv.reader(sys.stdin))
+print(json.dumps({"name": sys.argv[1], "rps": float(row[1]), "p50_ms": float(row[4]), "p99_ms": float(row[6])}))' "$name"
+    }
+    {
+        rb c1 -c 1 -n 20000 EVALSHA "$sha" 1 kb:rb
+        rb c256 -c 256 -n 200000 -r 10000 EVALSHA "$sha" 1 kb:rb:__rand_int__
+        rb pipelined -c 4 -P 64 -n 1000000 EVALSHA "$sha" 1 kb:rb
+    } | "$PY" -c 'import json, sys
+out = {r["name"]: r for r in map(json.loads, sys.stdin)}
+for r in out.values(): print("  %-10s %10.0f EVALSHA/s  p50 %.0f us" % (r["name"], r["rps"], r["p50_ms"] * 1000), file=sys.stderr)
+json.dump(out, open(sys.argv[1], "w"))' "$RESULTS/redis_benchmark.json"
+
+    if wants rust; then
+        section "Rust: raw EVALSHA (redis-rs), keylatch, rslock, distkit, redisson, distributed-lock-redis"
+        "$CARGO_TARGET_DIR/release/bench-rust" --url "$URL" --out "$RESULTS/rust.jsonl" --scale "$SCALE"
+    fi
+    # The physical limit again just before each runner, so load that changes over the
+    # run does not skew the ratios.
+    raw_before() {
+        "$CARGO_TARGET_DIR/release/bench-rust" --url "$URL" --out "$RESULTS/raw-$1.jsonl" \
+            --scale "$SCALE" --scenarios raw_rtt --tag "$1"
+    }
+    if wants python; then
+        section "Python: redis-py Lock, python-redis-lock"
+        raw_before python
+        "$PY" "$BENCH/python/bench.py" --url "$URL" --out "$RESULTS/python.jsonl" --scale "$SCALE"
+    fi
+    if wants node; then
+        section "Node: redlock, redis-semaphore"
+        raw_before node
+        node "$BENCH/node/bench.js" --url "$URL" --out "$RESULTS/node.jsonl" --scale "$SCALE"
+    fi
+    stop_throwaway_redis
+    trap - EXIT
+
+    load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
+    log "benchmarks took $((SECONDS - started)) s"
+    # What the doc needs to say about this run.
+    "$PY" - "$RESULTS/meta.json" <<EOF
+import json, os, subprocess, sys, time
+def out(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except Exception:
+        return "?"
+start, end = "$load_start", "$load_end"
+meta = {
+    "date": time.strftime("%Y-%m-%d"), "scale": float("$SCALE"), "quick": $QUICK == 1,
+    "cpus": os.cpu_count(), "load": {"start": start, "end": end},
+    "loaded": max(float(start.split()[0]), float(end.split()[0])) > 0.5 * (os.cpu_count() or 1),
+    "redis": "Redis " + out("redis-server", "--version").split("v=")[-1].split()[0],
+    "rustc": out("rustc", "--version").rsplit(" (", 1)[0],
+    "python": out("$PY", "--version"), "node": out("node", "--version"),
+}
+# The versions each library resolved to.
+import tomllib
+versions = {}
+with open("$BENCH/rust/Cargo.lock", "rb") as f:
+    for p in tomllib.load(f)["package"]:
+        if p["name"] in ("rslock", "distkit", "redisson", "distributed-lock-redis", "redis", "keylatch"):
+            versions[p["name"] + ("-rs" if p["name"] == "redis" else "")] = p["version"]
+for line in out("$PY", "-m", "pip", "freeze").splitlines():
+    name, _, version = line.partition("==")
+    if name.lower() in ("redis", "python-redis-lock"):
+        versions["redis-py" if name.lower() == "redis" else name.lower()] = version
+lock = json.load(open("$BENCH/node/package-lock.json"))
+for name in ("redlock", "redis-semaphore", "ioredis"):
+    entry = lock.get("packages", {}).get("node_modules/" + name)
+    if entry:
+        versions[name] = entry["version"]
+meta["versions"] = versions
+json.dump(meta, open(sys.argv[1], "w"))
+EOF
+fi
+
+# --- report --------------------------------------------------------------------------------
+section "report"
+[ -d "$RESULTS" ] || die "no results in $RESULTS: run without --report first"
+"$PY" "$BENCH/report.py" --results "$RESULTS" --doc "$ROOT/docs/benchmarks.md" --img "$ROOT/docs/img"
