@@ -120,7 +120,8 @@ def where_keylatch_trails(a):
             if f["p50_us"] < reference * 0.95:
                 beaten.append(("s1", f"scenario 1: {v['label']}, p50 {f['p50_us']:.0f} µs against keylatch's "
                                      f"{reference:.0f} µs"
-                                     + (" in the same loop" if f.get("keylatch_p50_us") else "")))
+                                     + (" in the same loop" if f.get("keylatch_p50_us")
+                                        else " measured minutes apart (¹)")))
         for n in (2, 8, 32):
             for hold in (0, 1):
                 f, kl = run(a, key, "s2", n, hold), run(a, KEYLATCH, "s2", n, hold)
@@ -316,6 +317,9 @@ STATIC_CAVEATS = [
     "scenarios 1 and 3) are the steadiest; scenario 2, 4 and 5 figures of Rust rows are divided by a "
     "round trip measured just before and after each run, those of Python and Node rows by one "
     "measured before their runner.",
+    "A \"× limit\" above 1 does not beat physics: it means the round trip measured next to that run "
+    "was slower than the run's own (the load moved in between). Read such rows with the absolute "
+    "figures.",
     "Python runs in its own processes and Node in its own: their rows include their runtime's "
     "cost (see each runtime's raw EVALSHA round trip in the baselines), which is part of what a "
     "user of those libraries gets.",
