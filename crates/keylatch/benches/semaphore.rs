@@ -372,6 +372,7 @@ async fn main() {
         (Kind::Reentrant, "bench:handoff:lock"),
     ] {
         let events: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+        let before = command_counts(&mut raw).await;
         let mut joins = Vec::new();
         for _ in 0..waiters {
             let events = events.clone();
@@ -413,6 +414,7 @@ async fn main() {
         for j in joins {
             j.await.unwrap();
         }
+        let after = command_counts(&mut raw).await;
         let mut events = events.lock().unwrap().clone();
         events.sort();
         let mut gaps: Vec<Duration> = events
@@ -423,11 +425,12 @@ async fn main() {
         let p50 = percentile(&gaps, 0.5);
         gap_p50.push(p50);
         println!(
-            "   {:<30} gap p50 {:7.1} us  p99 {:7.1} us  = {:.2} raw round trips",
+            "   {:<30} gap p50 {:7.1} us  p99 {:7.1} us  = {:.2} raw round trips; commands per acquisition: {}",
             kind.label(),
             micros(p50),
             micros(percentile(&gaps, 0.99)),
-            micros(p50) / micros(rt)
+            micros(p50) / micros(rt),
+            command_delta(&before, &after, events.len())
         );
     }
     println!(
