@@ -192,3 +192,228 @@ async fn waiter_acquires_within_the_fallback_poll_when_no_message_comes() {
     permit.release().await.unwrap();
     xsemaphore.release(&taken).await.unwrap();
 }
+
+/// Acquire scripts the server has run so far: every EVALSHA (`INFO commandstats`).
+async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
+        .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+/// How long the test lets needlessly woken waiters run their acquire scripts before it counts
+/// them: far longer than a script takes, so a waiter woken for nothing shows in the count.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Eight waiters of one client wait on a semaphore with no permit left. A release of one permit
+/// wakes one of them, which takes it; the other seven keep sleeping instead of running their
+/// acquire script for nothing. Three freed at once (a release of three; for the expirable
+/// semaphore, whose permits are released one id per call, three added permits) wake three.
+/// Plain and expirable alike.
+#[tokio::test]
+async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
+    const WAITERS: usize = 8;
+    let server = server();
+    let holder = client_with(&server, WATCHDOG, LONG_POLL).await;
+    let waiter = client_with(&server, WATCHDOG, LONG_POLL).await;
+    let mut conn = raw(&server).await;
+
+    for expirable in [false, true] {
+        let name = unique(if expirable { "xsem-count" } else { "sem-count" });
+        let mut held = Vec::new();
+        if expirable {
+            let semaphore = holder.permit_expirable_semaphore(&name);
+            semaphore.try_set_permits(1).await.unwrap();
+            held.push(
+                semaphore
+                    .acquire_with_lease(Duration::from_secs(120))
+                    .await
+                    .unwrap(),
+            );
+        } else {
+            let semaphore = holder.semaphore(&name);
+            semaphore.try_set_permits(1).await.unwrap();
+            semaphore.acquire().await.unwrap();
+        }
+        let mut waiting = Vec::new();
+        for _ in 0..WAITERS {
+            let waiter = waiter.clone();
+            let name = name.clone();
+            waiting.push(tokio::spawn(async move {
+                if expirable {
+                    let permit = waiter
+                        .permit_expirable_semaphore(&name)
+                        .acquire()
+                        .await
+                        .unwrap();
+                    permit.forget();
+                } else {
+                    waiter.semaphore(&name).acquire().await.unwrap();
+                }
+            }));
+        }
+        let subscribed = eventually(Duration::from_secs(5), || async {
+            waiter.stats().subscribers == WAITERS
+        })
+        .await;
+        assert!(subscribed, "{:?}", waiter.stats());
+        // Let every waiter's first attempts finish before counting.
+        tokio::time::sleep(SETTLE).await;
+
+        let mut woken = 0;
+        for freed in [1, 3] {
+            let before = evalsha_calls(&mut conn).await;
+            match (expirable, held.pop()) {
+                (true, Some(permit)) => permit.release().await.unwrap(),
+                (true, None) => holder
+                    .permit_expirable_semaphore(&name)
+                    .add_permits(freed as i64)
+                    .await
+                    .unwrap(),
+                (false, _) => holder.semaphore(&name).release(freed as u32).await.unwrap(),
+            }
+            woken += freed;
+            let in_time = eventually(PROMPT, || async {
+                waiting.iter().filter(|task| task.is_finished()).count() == woken
+            })
+            .await;
+            assert!(
+                in_time,
+                "{kind}: {freed} freed permit(s) did not let {freed} more waiter(s) in before the \
+                 fallback poll",
+                kind = if expirable { "expirable" } else { "plain" }
+            );
+            tokio::time::sleep(SETTLE).await;
+            let finished = waiting.iter().filter(|task| task.is_finished()).count();
+            let scripts = evalsha_calls(&mut conn).await - before;
+            // The release (one script), then one acquire per freed permit; a waiter woken for
+            // nothing would add one more, seven of them with a wake-everyone.
+            let needless = scripts.saturating_sub(1 + freed as u64);
+            println!(
+                "{}: {freed} freed, {finished} of {WAITERS} waiters in, {scripts} scripts run \
+                 ({needless} beyond the releases and the winning acquires)",
+                if expirable { "expirable" } else { "plain" }
+            );
+            assert_eq!(
+                finished, woken,
+                "more waiters got in than permits were freed"
+            );
+            assert!(
+                needless <= 1,
+                "{needless} acquire scripts ran for nothing: the release woke more waiters than it \
+                 freed permits"
+            );
+        }
+        for task in waiting {
+            task.abort();
+        }
+    }
+}
+
+/// A waiter for two permits and a waiter for one wait on the same semaphore, the larger one
+/// first. One freed permit must reach the waiter for one at once (a counted wake-up spent on
+/// the waiter for two would leave it asleep until the fallback poll); two more let the larger
+/// one in. Plain and expirable alike.
+#[tokio::test]
+async fn a_waiter_for_several_permits_does_not_swallow_a_wake_up() {
+    let server = server();
+    let holder = client_with(&server, WATCHDOG, LONG_POLL).await;
+    let waiter = client_with(&server, WATCHDOG, LONG_POLL).await;
+
+    for expirable in [false, true] {
+        let kind = if expirable { "expirable" } else { "plain" };
+        let name = unique(if expirable { "xsem-mixed" } else { "sem-mixed" });
+        let mut held = Vec::new();
+        if expirable {
+            let semaphore = holder.permit_expirable_semaphore(&name);
+            semaphore.try_set_permits(3).await.unwrap();
+            for _ in 0..3 {
+                held.push(
+                    semaphore
+                        .acquire_with_lease(Duration::from_secs(120))
+                        .await
+                        .unwrap(),
+                );
+            }
+        } else {
+            let semaphore = holder.semaphore(&name);
+            semaphore.try_set_permits(3).await.unwrap();
+            semaphore.acquire_many(3).await.unwrap();
+        }
+        let (w, n) = (waiter.clone(), name.clone());
+        let large = tokio::spawn(async move {
+            if expirable {
+                let permits = w
+                    .permit_expirable_semaphore(&n)
+                    .acquire_many(2, keylatch::AcquireOptions::new())
+                    .await
+                    .unwrap()
+                    .expect("no wait bound");
+                permits.len()
+            } else {
+                w.semaphore(&n).acquire_many(2).await.unwrap();
+                2
+            }
+        });
+        let subscribed = eventually(Duration::from_secs(5), || async {
+            waiter.stats().subscribers == 1
+        })
+        .await;
+        assert!(subscribed, "{:?}", waiter.stats());
+        let (w, n) = (waiter.clone(), name.clone());
+        let small = tokio::spawn(async move {
+            if expirable {
+                w.permit_expirable_semaphore(&n)
+                    .acquire()
+                    .await
+                    .unwrap()
+                    .forget();
+            } else {
+                w.semaphore(&n).acquire().await.unwrap();
+            }
+        });
+        let subscribed = eventually(Duration::from_secs(5), || async {
+            waiter.stats().subscribers == 2
+        })
+        .await;
+        assert!(subscribed, "{:?}", waiter.stats());
+        tokio::time::sleep(SETTLE).await;
+
+        let release = |count: usize, held: &mut Vec<keylatch::Permit>| {
+            let holder = holder.clone();
+            let name = name.clone();
+            let permits: Vec<_> = held.drain(..count.min(held.len())).collect();
+            async move {
+                if expirable {
+                    for permit in permits {
+                        permit.release().await.unwrap();
+                    }
+                } else {
+                    holder.semaphore(&name).release(count as u32).await.unwrap();
+                }
+            }
+        };
+        release(1, &mut held).await;
+        tokio::time::timeout(PROMPT, small)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{kind}: the waiter for one permit slept through the freed permit")
+            })
+            .unwrap();
+        assert!(!large.is_finished(), "{kind}: two permits taken from one");
+        release(2, &mut held).await;
+        let got = tokio::time::timeout(PROMPT, large)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{kind}: the waiter for two slept through two freed permits")
+            })
+            .unwrap();
+        assert_eq!(got, 2);
+        println!("{kind}: the waiter for one got in first, then the waiter for two");
+    }
+}

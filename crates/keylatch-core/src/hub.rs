@@ -17,6 +17,13 @@ pub enum WakeMode {
     One,
     /// Wake every waiter (several may proceed, or each must re-check).
     All,
+    /// Wake as many waiters as the message says: its payload is an integer, the number of
+    /// units now available (a semaphore's permits), and each waiter of this mode needs one.
+    /// A payload that is not an integer wakes every waiter; zero or less wakes none.
+    ///
+    /// A channel with waiters of several modes wakes as the most generous of them asks: all
+    /// if any waiter asked for [`All`](WakeMode::All), otherwise as many as counted (or one).
+    Counted,
 }
 
 /// One dedicated pub/sub connection per client, never a pooled one.
@@ -66,9 +73,55 @@ impl std::fmt::Debug for HubState {
 #[derive(Debug)]
 struct ChannelState {
     refs: usize,
+    /// Of `refs`, how many asked for [`WakeMode::All`] and how many for [`WakeMode::Counted`].
+    all: usize,
+    counted: usize,
     notify: Arc<Notify>,
-    wake: WakeMode,
     subscribed: bool,
+}
+
+impl ChannelState {
+    fn join(&mut self, wake: WakeMode) {
+        self.refs += 1;
+        match wake {
+            WakeMode::All => self.all += 1,
+            WakeMode::Counted => self.counted += 1,
+            WakeMode::One => {}
+        }
+    }
+
+    fn leave(&mut self, wake: WakeMode) {
+        self.refs -= 1;
+        match wake {
+            WakeMode::All => self.all -= 1,
+            WakeMode::Counted => self.counted -= 1,
+            WakeMode::One => {}
+        }
+    }
+
+    /// Wakes the waiters a message with `payload` calls for.
+    fn wake(&self, payload: &[u8]) {
+        if self.all > 0 {
+            self.notify.notify_waiters();
+        } else if self.counted > 0 {
+            let count = std::str::from_utf8(payload)
+                .ok()
+                .and_then(|text| text.trim().parse::<i64>().ok());
+            match count {
+                None => self.notify.notify_waiters(),
+                Some(count) => {
+                    // One wake-up per unit, never more than there are waiters: a surplus
+                    // `notify_one` would only store a permit for a later, needless re-check.
+                    let wakes = usize::try_from(count.max(0)).unwrap_or(usize::MAX);
+                    for _ in 0..wakes.min(self.refs) {
+                        self.notify.notify_one();
+                    }
+                }
+            }
+        } else {
+            self.notify.notify_one();
+        }
+    }
 }
 
 /// Asks the reconciler to bring the server's subscriptions in line with the local reference
@@ -109,17 +162,19 @@ impl PubSubHub {
                 .entry(channel.to_owned())
                 .or_insert_with(|| ChannelState {
                     refs: 0,
+                    all: 0,
+                    counted: 0,
                     notify: Arc::new(Notify::new()),
-                    wake,
                     subscribed: false,
                 });
-            state.refs += 1;
+            state.join(wake);
             (state.notify.clone(), state.subscribed)
         };
         let subscription = Subscription {
             hub: self.shared.clone(),
             channel: channel.to_owned(),
             notify,
+            wake,
         };
         if !subscribed {
             let (tx, rx) = oneshot::channel();
@@ -163,6 +218,7 @@ pub struct Subscription {
     hub: Arc<HubShared>,
     channel: String,
     notify: Arc<Notify>,
+    wake: WakeMode,
 }
 
 impl Subscription {
@@ -185,7 +241,7 @@ impl Drop for Subscription {
         let Some(channel) = state.channels.get_mut(&self.channel) else {
             return;
         };
-        channel.refs -= 1;
+        channel.leave(self.wake);
         if channel.refs == 0 {
             // The entry stays until the reconciler has settled it: a SUBSCRIBE for it may be
             // in flight, and forgetting it here would leave the server subscribed.
@@ -281,10 +337,7 @@ fn dispatch(shared: &HubShared, msg: &redis::Msg) {
     shared.messages.fetch_add(1, Ordering::Relaxed);
     let state = shared.state.lock().expect("hub lock");
     if let Some(channel) = state.channels.get(msg.get_channel_name()) {
-        match channel.wake {
-            WakeMode::One => channel.notify.notify_one(),
-            WakeMode::All => channel.notify.notify_waiters(),
-        }
+        channel.wake(msg.get_payload_bytes());
     }
 }
 
@@ -349,5 +402,71 @@ async fn read_loop(
         switch_connection(&hub, None);
         // Wake everyone: messages may have been lost while the connection was down.
         wake_everyone(&hub);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel(modes: &[WakeMode]) -> ChannelState {
+        let mut state = ChannelState {
+            refs: 0,
+            all: 0,
+            counted: 0,
+            notify: Arc::new(Notify::new()),
+            subscribed: true,
+        };
+        for &mode in modes {
+            state.join(mode);
+        }
+        state
+    }
+
+    /// Registers `n` waiters, delivers one message, and counts the waiters it woke.
+    fn woken(state: &ChannelState, waiters: usize, payload: &[u8]) -> usize {
+        let mut futures: Vec<_> = (0..waiters)
+            .map(|_| Box::pin(state.notify.notified()))
+            .collect();
+        for future in &mut futures {
+            future.as_mut().enable();
+        }
+        state.wake(payload);
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut ready = 0;
+        for future in &mut futures {
+            if future.as_mut().poll(&mut cx).is_ready() {
+                ready += 1;
+            }
+        }
+        ready
+    }
+
+    #[test]
+    fn counted_wakes_as_many_as_the_payload_says() {
+        let state = channel(&[WakeMode::Counted; 5]);
+        assert_eq!(woken(&state, 5, b"1"), 1);
+        assert_eq!(woken(&state, 5, b"3"), 3);
+        assert_eq!(woken(&state, 5, b"0"), 0);
+        assert_eq!(woken(&state, 5, b"-2"), 0);
+        // More units than waiters: every waiter, and no surplus stored for later.
+        assert_eq!(woken(&state, 5, b"99"), 5);
+        assert_eq!(woken(&state, 5, b"0"), 0);
+        // Not a count: everyone re-checks.
+        assert_eq!(woken(&state, 5, b"released"), 5);
+        assert_eq!(woken(&state, 5, b""), 5);
+    }
+
+    #[test]
+    fn the_most_generous_subscriber_decides() {
+        let mut state = channel(&[WakeMode::Counted, WakeMode::Counted, WakeMode::All]);
+        assert_eq!(woken(&state, 3, b"1"), 3);
+        state.leave(WakeMode::All);
+        assert_eq!(woken(&state, 2, b"1"), 1);
+        let state = channel(&[WakeMode::One, WakeMode::One]);
+        assert_eq!(woken(&state, 2, b"0"), 1);
+        let state = channel(&[WakeMode::One, WakeMode::Counted]);
+        assert_eq!(woken(&state, 2, b"2"), 2);
     }
 }

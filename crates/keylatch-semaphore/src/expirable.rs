@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, Client, Error, Owner, Renewal, Result, WakeMode, lease_millis,
-    prefixed, suffixed, validate_lease, validate_name, wait_for,
+    AcquireOptions, Attempt, Client, Error, Owner, Renewal, Result, lease_millis, prefixed,
+    suffixed, validate_lease, validate_name, wait_for,
 };
 use tokio::time::Instant;
 
@@ -19,7 +19,7 @@ use crate::request::{
 use crate::scripts::{
     EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_RELEASE, EXP_RENEW, EXP_TRY_SET, EXP_UNDO, EXP_UPDATE,
 };
-use crate::semaphore::{unexpected, with_keys};
+use crate::semaphore::{unexpected, wake_mode, with_keys};
 
 /// The longest permit id accepted; longer ids are unknown by construction.
 const MAX_ID_LEN: usize = 256;
@@ -378,7 +378,7 @@ impl PermitExpirableSemaphore {
         wait_for(
             &self.shared.client,
             self.channel(),
-            WakeMode::All,
+            wake_mode(permits),
             deadline,
             || self.attempt(permits, lease, renewal),
         )

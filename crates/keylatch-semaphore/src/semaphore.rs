@@ -291,7 +291,7 @@ impl Semaphore {
         let taken = wait_for(
             &self.shared.client,
             self.channel(),
-            WakeMode::All,
+            wake_mode(permits),
             deadline,
             || self.attempt(permits),
         )
@@ -348,6 +348,20 @@ impl Semaphore {
                 Err(err)
             }
         }
+    }
+}
+
+/// How a waiter for `permits` permits is woken. Each message carries the count now available,
+/// so waiters for one permit are woken as many as the count allows (a release of one permit
+/// wakes one waiter, not all of them; the others keep sleeping instead of running their acquire
+/// script for nothing). A counted wake-up that reached a waiter for several permits could be
+/// wasted on it while a waiter for one sleeps on, so such a waiter asks for every message to
+/// wake everyone, as long as it waits.
+pub(crate) fn wake_mode(permits: u32) -> WakeMode {
+    if permits == 1 {
+        WakeMode::Counted
+    } else {
+        WakeMode::All
     }
 }
 
