@@ -281,14 +281,14 @@ REASONS = {
         "this document says; keeping Redisson's hash layout, keylatch cannot come down to one native "
         "command per acquire."),
     "s5": (
-        "**Semaphore (scenario 5).** keylatch's semaphores wake every local waiter on each release "
-        "(`WakeMode::All`: Redisson's message carries the new count, and any waiter may take the "
-        "permit), so a freed permit sets all the waiting tasks racing for it; most of them lose, run "
-        "their acquire script for nothing and wait again — hence the commands per acquisition. "
-        "distributed-lock-redis's pollers back off to 200 ms, so a few fast pollers take the freed "
-        "permits while the rest sleep (see its wait p99). What would fix it: wake as many local "
-        "waiters as the message says permits are available (a counted wake-up in the pub/sub hub) "
-        "instead of all of them."),
+        "**Semaphore (scenario 5).** keylatch's semaphores wake as many local waiters as a release "
+        "frees permits (`WakeMode::Counted`: Redisson's message carries the new count), so a freed "
+        "permit costs its message and one acquire script, two round trips; a poller whose interval "
+        "is short for its number of waiters gets there in about one, at the price of the commands "
+        "per acquisition and wait p99 its row shows, and a poller that backs off lets a few fast "
+        "workers take the freed permits while the rest sleep (see its max/min). What would fix it: "
+        "a Redis-side grant — the release script hands the permit to a queued waiter and the "
+        "message carries the grant — would make a hand-off one round trip."),
 }
 
 
