@@ -104,6 +104,22 @@ pub async fn server_channels(conn: &mut redis::aio::MultiplexedConnection, needl
     channels.len()
 }
 
+/// How many times the server has run `command` so far (`INFO commandstats`; scripts' inner
+/// calls are counted under their own names). 0 for a command it never ran.
+pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("info commandstats");
+    let prefix = format!("cmdstat_{}:", command.to_ascii_lowercase());
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Whether the long versions of the suites run (`scripts/test.sh --full` sets
 /// `KEYLATCH_FULL=1`).
 pub fn full() -> bool {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use keylatch::redis::{self, AsyncCommands};
 use keylatch::{Client, Config, DistributedLock};
 use keylatch_testkit::{Fault, FaultProxy, RedisServer};
-use keylatch_tests::{eventually, raw, server, server_channels, unique};
+use keylatch_tests::{command_calls, eventually, raw, server, server_channels, unique};
 
 const TOTAL: u32 = 3;
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(300);
@@ -427,18 +427,7 @@ async fn lost_replies_neither_leak_nor_double_permits() {
     semaphore.try_set_permits(TOTAL).await.unwrap();
     xsemaphore.try_set_permits(TOTAL).await.unwrap();
     let mut conn = raw(&server).await;
-    let evalsha = || async {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut raw(&server).await)
-            .await
-            .unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let evalsha = || async { command_calls(&mut raw(&server).await, "evalsha").await };
 
     // Acquires whose replies are dropped: each attempt runs and is undone; once replies flow
     // again one attempt succeeds.

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use keylatch::redis::{self, AsyncCommands};
-use keylatch_tests::{client_with, eventually, raw, server, server_channels, unique};
+use keylatch_tests::{
+    client_with, command_calls, eventually, raw, server, server_channels, unique,
+};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 /// A fallback poll so long that only a message can explain an early wake-up.
@@ -193,17 +195,33 @@ async fn waiter_acquires_within_the_fallback_poll_when_no_message_comes() {
     xsemaphore.release(&taken).await.unwrap();
 }
 
-/// Acquire scripts the server has run so far: every EVALSHA (`INFO commandstats`).
-async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
-        .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("calls=")))
-        .map_or(0, |calls| calls.parse().unwrap())
+/// Makes `name` a semaphore of `permits` permits and takes them all through `holder`: the
+/// expirable one's permits (leased for 2 minutes, longer than any test) are returned, the plain
+/// one's are simply out.
+async fn take_all(
+    holder: &keylatch::Client,
+    name: &str,
+    permits: u32,
+    expirable: bool,
+) -> Vec<keylatch::Permit> {
+    let mut held = Vec::new();
+    if expirable {
+        let semaphore = holder.permit_expirable_semaphore(name);
+        semaphore.try_set_permits(permits).await.unwrap();
+        for _ in 0..permits {
+            held.push(
+                semaphore
+                    .acquire_with_lease(Duration::from_secs(120))
+                    .await
+                    .unwrap(),
+            );
+        }
+    } else {
+        let semaphore = holder.semaphore(name);
+        semaphore.try_set_permits(permits).await.unwrap();
+        semaphore.acquire_many(permits).await.unwrap();
+    }
+    held
 }
 
 /// How long the test lets needlessly woken waiters run their acquire scripts before it counts
@@ -225,21 +243,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
 
     for expirable in [false, true] {
         let name = unique(if expirable { "xsem-count" } else { "sem-count" });
-        let mut held = Vec::new();
-        if expirable {
-            let semaphore = holder.permit_expirable_semaphore(&name);
-            semaphore.try_set_permits(1).await.unwrap();
-            held.push(
-                semaphore
-                    .acquire_with_lease(Duration::from_secs(120))
-                    .await
-                    .unwrap(),
-            );
-        } else {
-            let semaphore = holder.semaphore(&name);
-            semaphore.try_set_permits(1).await.unwrap();
-            semaphore.acquire().await.unwrap();
-        }
+        let mut held = take_all(&holder, &name, 1, expirable).await;
         let mut waiting = Vec::new();
         for _ in 0..WAITERS {
             let waiter = waiter.clone();
@@ -267,7 +271,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
 
         let mut woken = 0;
         for freed in [1, 3] {
-            let before = evalsha_calls(&mut conn).await;
+            let before = command_calls(&mut conn, "evalsha").await;
             match (expirable, held.pop()) {
                 (true, Some(permit)) => permit.release().await.unwrap(),
                 (true, None) => holder
@@ -290,7 +294,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
             );
             tokio::time::sleep(SETTLE).await;
             let finished = waiting.iter().filter(|task| task.is_finished()).count();
-            let scripts = evalsha_calls(&mut conn).await - before;
+            let scripts = command_calls(&mut conn, "evalsha").await - before;
             // The release (one script), then one acquire per freed permit; a waiter woken for
             // nothing would add one more, seven of them with a wake-everyone.
             let needless = scripts.saturating_sub(1 + freed as u64);
@@ -328,23 +332,7 @@ async fn a_waiter_for_several_permits_does_not_swallow_a_wake_up() {
     for expirable in [false, true] {
         let kind = if expirable { "expirable" } else { "plain" };
         let name = unique(if expirable { "xsem-mixed" } else { "sem-mixed" });
-        let mut held = Vec::new();
-        if expirable {
-            let semaphore = holder.permit_expirable_semaphore(&name);
-            semaphore.try_set_permits(3).await.unwrap();
-            for _ in 0..3 {
-                held.push(
-                    semaphore
-                        .acquire_with_lease(Duration::from_secs(120))
-                        .await
-                        .unwrap(),
-                );
-            }
-        } else {
-            let semaphore = holder.semaphore(&name);
-            semaphore.try_set_permits(3).await.unwrap();
-            semaphore.acquire_many(3).await.unwrap();
-        }
+        let mut held = take_all(&holder, &name, 3, expirable).await;
         let (w, n) = (waiter.clone(), name.clone());
         let large = tokio::spawn(async move {
             if expirable {

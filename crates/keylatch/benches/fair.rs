@@ -8,16 +8,17 @@
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) this is a smoke run of a few
 //! seconds that only shows the harness works.
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keylatch::redis::{self, aio::MultiplexedConnection};
+use common::{RAW_SCRIPT, command_counts, command_delta, micros, percentile, raw_eval};
+use keylatch::redis;
 use keylatch::{DistributedLock, Owner};
 use keylatch_testkit::RedisServer;
 
-/// A script doing as little as an acquire does to one key, for the raw baseline.
-const RAW_SCRIPT: &str = "return redis.call('exists', KEYS[1])";
 const WAITERS: usize = 16;
 
 struct Sizes {
@@ -49,18 +50,6 @@ impl Kind {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[index]
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
 /// Pairs served out of arrival order.
 fn inversions(order: &[usize]) -> usize {
     let mut count = 0;
@@ -68,53 +57,6 @@ fn inversions(order: &[usize]) -> usize {
         count += order[a + 1..].iter().filter(|y| *y < x).count();
     }
     count
-}
-
-/// Commands the server has run so far, by name (`INFO commandstats`).
-async fn command_counts(conn: &mut MultiplexedConnection) -> BTreeMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-            let usec = rest.split(',').find_map(|kv| kv.strip_prefix("usec="))?;
-            Some([
-                (name.to_owned(), calls.parse().ok()?),
-                (format!("{name} usec"), usec.parse().ok()?),
-            ])
-        })
-        .flatten()
-        .collect()
-}
-
-fn command_delta(
-    before: &BTreeMap<String, u64>,
-    after: &BTreeMap<String, u64>,
-    ops: usize,
-) -> String {
-    after
-        .iter()
-        .filter_map(|(name, calls)| {
-            let delta = calls - before.get(name).copied().unwrap_or(0);
-            (delta > 0
-                && !name.starts_with("info")
-                && (!name.ends_with("usec") || name == "evalsha usec"))
-                .then(|| format!("{name} {:.2}", delta as f64 / ops.max(1) as f64))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-async fn raw_eval(conn: &mut MultiplexedConnection, script: &redis::Script, key: &str) {
-    let _: i64 = script
-        .key(key)
-        .invoke_async(conn)
-        .await
-        .expect("raw evalsha");
 }
 
 /// Gaps from a release to the next acquisition while 16 tasks hand one key around: all of

@@ -5,74 +5,20 @@
 //! cargo bench -p keylatch --bench semaphore            # full run
 //! KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch --bench semaphore
 //! ```
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{RAW_SCRIPT, command_counts, command_delta, micros, percentile, raw_eval};
 use keylatch::DistributedLock;
-use keylatch::redis::{self, aio::MultiplexedConnection};
+use keylatch::redis;
 use keylatch_testkit::RedisServer;
-
-/// A script doing as little as a semaphore's acquire does to one key, for the raw baseline.
-const RAW_SCRIPT: &str = "return redis.call('exists', KEYS[1])";
 
 struct Sizes {
     uncontended: usize,
     throughput_ops: usize,
     handoffs: usize,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[index]
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
-async fn raw_eval(conn: &mut MultiplexedConnection, script: &redis::Script, key: &str) {
-    let _: i64 = script
-        .key(key)
-        .invoke_async(conn)
-        .await
-        .expect("raw evalsha");
-}
-
-/// Commands the server has run so far, by name (`INFO commandstats`).
-async fn command_counts(
-    conn: &mut MultiplexedConnection,
-) -> std::collections::BTreeMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-            Some((name.to_owned(), calls.parse().ok()?))
-        })
-        .collect()
-}
-
-fn command_delta(
-    before: &std::collections::BTreeMap<String, u64>,
-    after: &std::collections::BTreeMap<String, u64>,
-    ops: usize,
-) -> String {
-    after
-        .iter()
-        .filter_map(|(name, calls)| {
-            let delta = calls - before.get(name).copied().unwrap_or(0);
-            (delta > 0 && name != "info")
-                .then(|| format!("{name} {:.3}", delta as f64 / ops as f64))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// One acquire + release of the thing measured.
