@@ -76,3 +76,53 @@ async fn waiter_survives_a_killed_pubsub_connection() {
     );
     guard.unlock().await.unwrap();
 }
+
+/// A waiter that joins a channel while the hub is unsubscribing it (the last waiter just left)
+/// must not start waiting until the server has it subscribed again: a message published in
+/// between would otherwise be lost and the waiter would sleep until its fallback poll. Each
+/// round leaves a channel and joins it again at once, with a varying pause between, and checks
+/// on the server that the channel is subscribed when the join returns.
+#[tokio::test]
+async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_join_returns() {
+    use keylatch::core::WakeMode;
+    const ROUNDS: usize = 300;
+    let server = server();
+    let client = client_with(&server, Duration::from_secs(30), POLL).await;
+    let mut conn = raw(&server).await;
+    let hub = client.hub();
+    let channel = unique("rejoin");
+    let mut missing = 0;
+    for round in 0..ROUNDS {
+        let first = hub
+            .subscribe(&channel, WakeMode::One, Duration::from_secs(5))
+            .await;
+        drop(first);
+        // Let the hub get the UNSUBSCRIBE on its way, or not, by a varying margin.
+        for _ in 0..round % 16 {
+            tokio::task::yield_now().await;
+        }
+        let second = hub
+            .subscribe(&channel, WakeMode::One, Duration::from_secs(5))
+            .await;
+        let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if subscribers != 1 {
+            missing += 1;
+        }
+        drop(second);
+    }
+    println!("{missing} of {ROUNDS} joins returned while the server had the channel unsubscribed");
+    assert_eq!(
+        missing, 0,
+        "a join returned before the channel was subscribed again"
+    );
+    let idle = eventually(Duration::from_secs(5), || async {
+        client.hub().channel_count() == 0
+    })
+    .await;
+    assert!(idle, "the hub kept a channel nobody uses");
+}

@@ -78,9 +78,29 @@ struct ChannelState {
     counted: usize,
     notify: Arc<Notify>,
     subscribed: bool,
+    /// An `UNSUBSCRIBE` for it is in flight: the server may stop delivering its messages any
+    /// moment, so a new waiter must wait for the resubscription.
+    unsubscribing: bool,
 }
 
 impl ChannelState {
+    fn new() -> ChannelState {
+        ChannelState {
+            refs: 0,
+            all: 0,
+            counted: 0,
+            notify: Arc::new(Notify::new()),
+            subscribed: false,
+            unsubscribing: false,
+        }
+    }
+
+    /// Whether the server delivers this channel's messages now and will go on doing so while
+    /// a waiter holds a reference.
+    fn ready(&self) -> bool {
+        self.subscribed && !self.unsubscribing
+    }
+
     fn join(&mut self, wake: WakeMode) {
         self.refs += 1;
         match wake {
@@ -160,15 +180,9 @@ impl PubSubHub {
             let state = state
                 .channels
                 .entry(channel.to_owned())
-                .or_insert_with(|| ChannelState {
-                    refs: 0,
-                    all: 0,
-                    counted: 0,
-                    notify: Arc::new(Notify::new()),
-                    subscribed: false,
-                });
+                .or_insert_with(ChannelState::new);
             state.join(wake);
-            (state.notify.clone(), state.subscribed)
+            (state.notify.clone(), state.ready())
         };
         let subscription = Subscription {
             hub: self.shared.clone(),
@@ -255,9 +269,12 @@ fn plan(state: &mut HubState) -> (Vec<String>, Vec<String>) {
     state.channels.retain(|_, c| c.refs > 0 || c.subscribed);
     let unsubscribe = state
         .channels
-        .iter()
+        .iter_mut()
         .filter(|(_, c)| c.refs == 0 && c.subscribed)
-        .map(|(name, _)| name.clone())
+        .map(|(name, c)| {
+            c.unsubscribing = true;
+            name.clone()
+        })
         .collect();
     let subscribe = state
         .channels
@@ -284,16 +301,20 @@ async fn reconcile(shared: &HubShared) -> bool {
             return true;
         }
         if !unsubscribe.is_empty() {
-            if sink.unsubscribe(&unsubscribe).await.is_err() {
-                return false;
-            }
+            let unsubscribed = sink.unsubscribe(&unsubscribe).await.is_ok();
             let mut state = shared.state.lock().expect("hub lock");
             if state.generation == generation {
+                // On failure the server's state is unknown: counted as unsubscribed, so a
+                // channel still in use is subscribed again (which is harmless if it still was).
                 for name in &unsubscribe {
                     if let Some(channel) = state.channels.get_mut(name) {
                         channel.subscribed = false;
+                        channel.unsubscribing = false;
                     }
                 }
+            }
+            if !unsubscribed {
+                return false;
             }
         }
         if !subscribe.is_empty() {
@@ -355,6 +376,7 @@ fn switch_connection(shared: &HubShared, sink: Option<redis::aio::PubSubSink>) {
     state.sink = sink;
     for channel in state.channels.values_mut() {
         channel.subscribed = false;
+        channel.unsubscribing = false;
     }
     state.channels.retain(|_, c| c.refs > 0);
 }
@@ -410,13 +432,8 @@ mod tests {
     use super::*;
 
     fn channel(modes: &[WakeMode]) -> ChannelState {
-        let mut state = ChannelState {
-            refs: 0,
-            all: 0,
-            counted: 0,
-            notify: Arc::new(Notify::new()),
-            subscribed: true,
-        };
+        let mut state = ChannelState::new();
+        state.subscribed = true;
         for &mode in modes {
             state.join(mode);
         }
