@@ -222,7 +222,42 @@ def targets(a):
              "| figure | target | this run | |", "|---|---|---|---|"]
     lines += [f"| {a_} | {b} | {c} | {d} |" for a_, b, c, d in rows]
     lines += ["", "The watchdog and pub/sub targets are checked by tests (`tests/tests/scale.rs`), not here."]
+    missed = [figure for figure, _, _, verdict_ in rows if verdict_ == "**not met**"]
+    if missed:
+        lines += ["", "Why a target is not met, and what would meet it:", ""]
+        lines += [f"- *{figure}*: {TARGET_REASONS[figure]}" for figure in missed if figure in TARGET_REASONS]
     return "\n".join(lines)
+
+
+TARGET_REASONS = {
+    "uncontended lock+unlock, 1 task, p50": (
+        "the two scripts' own work (see scenario 1 below and the row \"keylatch's scripts, sent raw\"); "
+        "fewer calls per script would bring it down."),
+    "256 tasks over 10 000 keys": (
+        "the server's Lua work, on cores it shares with the client: keylatch's own two scripts, sent "
+        "raw through redis-rs with no library in between, reach only about 0.6× of the trivial "
+        "script's pairs (scenario 3), and the library adds the rest. Meeting it needs fewer Redis "
+        "calls per script and the acquires of many tasks batched into one script call (see the "
+        "reentrant-lock section above)."),
+    "contended hand-off p50, 8 and 32 waiters (16 lies between)": (
+        "a hand-off is the release's message and the waiter's acquire, two round trips; on loaded "
+        "cores the task switches add more. A grant made by the release script would make it one."),
+    "hand-off faster than every peer (8 and 32 waiters, hold 0 and 1 ms)": (
+        "the rows it loses are to pollers with a short interval for their number of waiters (see "
+        "\"Hand-off gap\" below): some waiter's poll reaches Redis within a round trip of the "
+        "release, at the price of many more commands per acquisition. A grant made by the release "
+        "script (the message carries it) would make keylatch's hand-off one round trip without polling."),
+    "fair lock: hand-off p50": (
+        "a fair hand-off must go to the queue head: the release publishes on the head's own "
+        "channel, the head wakes and runs its acquire script, which also prunes dead waiters (about "
+        "30 Redis commands per acquisition against the reentrant lock's 13), so it takes two round "
+        "trips and a heavier script every time. The reentrant lock's hand-off goes to whichever "
+        "waiter's attempt reaches Redis first, and with 8 waiters retrying that is often within one "
+        "round trip. The ratio moves with the load from run to run (the fair lock's own benchmark, "
+        "16 waiters and no hold, measures 1.23×; an earlier run of this one 1.09×). What would meet "
+        "it every time: the release script granting the lock to the head, its message carrying the "
+        "grant, so that the head's wake-up is the hand-off."),
+}
 
 
 def _spread(f):
