@@ -8,13 +8,12 @@
 //!   a `SUBSCRIBE` and an `UNSUBSCRIBE` per wait — round trips on the hub's one connection that
 //!   hold up every other waiter's wake-up message behind them — and, subscribed before its
 //!   first attempt, needs no second attempt.
-//! - **A hub race.** In the core's hub (as of this writing) a `Subscription` whose last
-//!   reference is dropped while the hub task has a `SUBSCRIBE` for its channel in flight is
-//!   forgotten locally but stays on the server. This wrapper never drops one in that state: the
-//!   subscribe runs in a background task that always sees it confirmed, and the final drop
-//!   first takes a second reference (which waits for a `SUBSCRIBE` in flight to be confirmed)
-//!   before letting both go, so the hub unsubscribes normally. That part can go once the hub
-//!   leaves forgetting a channel to its own task.
+//! - **Drops in flight.** This wrapper never drops a subscription whose `SUBSCRIBE` is in
+//!   flight: the subscribe runs in a background task that always sees it confirmed, and the
+//!   final drop first takes a second reference (which waits for a `SUBSCRIBE` in flight to be
+//!   confirmed) before letting both go. It was written against a hub that forgot such a
+//!   channel locally while the server kept it; the hub now keeps every channel until its own
+//!   task has settled it, so this part is a second line of defence and could be simplified.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
