@@ -228,6 +228,20 @@ async fn take_all(
 /// them: far longer than a script takes, so a waiter woken for nothing shows in the count.
 const SETTLE: Duration = Duration::from_millis(500);
 
+/// Waits until the server has run no script for 200 ms (at most 5 s), so that a count starts
+/// after every waiter's own attempts, however loaded the machine.
+async fn quiet(conn: &mut redis::aio::MultiplexedConnection) {
+    let mut last = command_calls(conn, "evalsha").await;
+    for _ in 0..25 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = command_calls(conn, "evalsha").await;
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// Eight waiters of one client wait on a semaphore with no permit left. A release of one permit
 /// wakes one of them, which takes it; the other seven keep sleeping instead of running their
 /// acquire script for nothing. Three freed at once (a release of three; for the expirable
@@ -267,7 +281,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
         .await;
         assert!(subscribed, "{:?}", waiter.stats());
         // Let every waiter's first attempts finish before counting.
-        tokio::time::sleep(SETTLE).await;
+        quiet(&mut conn).await;
 
         let mut woken = 0;
         for freed in [1, 3] {
@@ -293,6 +307,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
                 kind = if expirable { "expirable" } else { "plain" }
             );
             tokio::time::sleep(SETTLE).await;
+            quiet(&mut conn).await;
             let finished = waiting.iter().filter(|task| task.is_finished()).count();
             let scripts = command_calls(&mut conn, "evalsha").await - before;
             // The release (one script), then one acquire per freed permit; a waiter woken for
