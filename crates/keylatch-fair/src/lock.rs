@@ -148,8 +148,7 @@ impl FairLock {
     /// Cancel safe: a dropped call leaves no hold, queue entry, subscription or watchdog entry
     /// behind; a request already sent is undone and the queue left in the background.
     pub async fn lock(&self) -> Result<LockGuard> {
-        let guard = self.acquire(AcquireOptions::new()).await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        DistributedLock::lock(self).await
     }
 
     /// Waits as long as it takes, in arrival order; the hold ends after `lease`.
@@ -160,10 +159,7 @@ impl FairLock {
     /// # Cancel safety
     /// As [`lock`](FairLock::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let guard = self
-            .acquire(AcquireOptions::new().with_lease(lease))
-            .await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        DistributedLock::lock_with_lease(self, lease).await
     }
 
     /// Tries once; watchdog mode. `None` when someone holds the lock or is queued for it.
@@ -175,8 +171,7 @@ impl FairLock {
     /// # Cancel safety
     /// As [`lock`](FairLock::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
+        DistributedLock::try_lock(self).await
     }
 
     /// Waits at most `wait`, queued; `lease` of `None` means watchdog mode. A wait that times
@@ -192,11 +187,7 @@ impl FairLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        let mut options = AcquireOptions::new().with_wait(wait);
-        if let Some(lease) = lease {
-            options = options.with_lease(lease);
-        }
-        self.acquire(options).await
+        DistributedLock::try_lock_for(self, wait, lease).await
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first (a zero wait tries

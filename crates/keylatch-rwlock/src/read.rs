@@ -68,8 +68,7 @@ impl ReadLock {
     /// # Cancel safety
     /// Cancel safe: nothing is left behind; a request already sent is undone.
     pub async fn lock(&self) -> Result<LockGuard> {
-        let guard = self.acquire(AcquireOptions::new()).await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        DistributedLock::lock(self).await
     }
 
     /// Waits as long as it takes; the hold ends after `lease`.
@@ -80,10 +79,7 @@ impl ReadLock {
     /// # Cancel safety
     /// As [`lock`](ReadLock::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let guard = self
-            .acquire(AcquireOptions::new().with_lease(lease))
-            .await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        DistributedLock::lock_with_lease(self, lease).await
     }
 
     /// Tries once; watchdog mode. `None` when a writer holds the lock or is waiting for it.
@@ -94,8 +90,7 @@ impl ReadLock {
     /// # Cancel safety
     /// As [`lock`](ReadLock::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
+        DistributedLock::try_lock(self).await
     }
 
     /// Waits at most `wait`; `lease` of `None` means watchdog mode.
@@ -110,11 +105,7 @@ impl ReadLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        let mut options = AcquireOptions::new().with_wait(wait);
-        if let Some(lease) = lease {
-            options = options.with_lease(lease);
-        }
-        self.acquire(options).await
+        DistributedLock::try_lock_for(self, wait, lease).await
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first.

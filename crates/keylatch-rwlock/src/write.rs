@@ -104,8 +104,7 @@ impl WriteLock {
     /// Cancel safe: nothing is left behind — no hold (a request already sent is undone), no
     /// subscription, and the writer's intent is withdrawn in the background.
     pub async fn lock(&self) -> Result<LockGuard> {
-        let guard = self.acquire(AcquireOptions::new()).await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        DistributedLock::lock(self).await
     }
 
     /// Waits as long as it takes; the hold ends after `lease`.
@@ -116,10 +115,7 @@ impl WriteLock {
     /// # Cancel safety
     /// As [`lock`](WriteLock::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let guard = self
-            .acquire(AcquireOptions::new().with_lease(lease))
-            .await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        DistributedLock::lock_with_lease(self, lease).await
     }
 
     /// Tries once; watchdog mode. `None` when anyone else holds the lock. Records no intent.
@@ -130,8 +126,7 @@ impl WriteLock {
     /// # Cancel safety
     /// As [`lock`](WriteLock::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
+        DistributedLock::try_lock(self).await
     }
 
     /// Waits at most `wait`; `lease` of `None` means watchdog mode.
@@ -146,11 +141,7 @@ impl WriteLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        let mut options = AcquireOptions::new().with_wait(wait);
-        if let Some(lease) = lease {
-            options = options.with_lease(lease);
-        }
-        self.acquire(options).await
+        DistributedLock::try_lock_for(self, wait, lease).await
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first. While it waits, the

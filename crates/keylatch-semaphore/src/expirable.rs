@@ -19,7 +19,7 @@ use crate::request::{
 use crate::scripts::{
     EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_RELEASE, EXP_RENEW, EXP_TRY_SET, EXP_UNDO, EXP_UPDATE,
 };
-use crate::semaphore::{unexpected, wake_mode, with_keys};
+use crate::semaphore::{unexpected, wake_mode};
 
 /// The longest permit id accepted; longer ids are unknown by construction.
 const MAX_ID_LEN: usize = 256;
@@ -161,20 +161,13 @@ impl PermitExpirableSemaphore {
         validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         let requests = &self.shared.requests;
-        let marker = requests.marker();
-        let settled = requests.take_settled();
-        let call = with_keys(self.keys(&EXP_TRY_SET).key(&marker), &settled)
+        let call = self
+            .keys(&EXP_TRY_SET)
             .arg(permits)
             .arg(requests.window_ms());
-        match requests.apply_once(call).await? {
-            Value::Int(1) => {
-                requests.settle(marker);
-                Ok(true)
-            }
-            Value::Int(0) => {
-                requests.give_back(settled);
-                Ok(false)
-            }
+        match requests.apply_marked(call, |r| *r == Value::Int(1)).await? {
+            Value::Int(1) => Ok(true),
+            Value::Int(0) => Ok(false),
             _ => Err(unexpected("expirable_semaphore_try_set")),
         }
     }
@@ -193,21 +186,14 @@ impl PermitExpirableSemaphore {
         validate_name(self.name())?;
         check_delta(delta)?;
         let requests = &self.shared.requests;
-        let marker = requests.marker();
-        let settled = requests.take_settled();
-        let call = with_keys(self.keys(&EXP_ADD).key(&marker), &settled)
+        let call = self
+            .keys(&EXP_ADD)
             .arg(delta)
             .arg(requests.window_ms())
             .arg(MAX_PERMITS);
-        match requests.apply_once(call).await? {
-            Value::Int(1) => {
-                requests.settle(marker);
-                Ok(())
-            }
-            Value::Int(code @ (-1 | -2)) => {
-                requests.give_back(settled);
-                Err(refused(code))
-            }
+        match requests.apply_marked(call, |r| *r == Value::Int(1)).await? {
+            Value::Int(1) => Ok(()),
+            Value::Int(code @ (-1 | -2)) => Err(refused(code)),
             _ => Err(unexpected("expirable_semaphore_add")),
         }
     }

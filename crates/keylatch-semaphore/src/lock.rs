@@ -12,9 +12,10 @@ use keylatch_core::{
 };
 use tokio::time::Instant;
 
+use crate::request::with_keys;
 use crate::request::{MAX_PERMITS, run_idempotent};
 use crate::scripts::ADD;
-use crate::semaphore::{Semaphore, Shared, unexpected, with_keys};
+use crate::semaphore::{Semaphore, Shared, unexpected};
 
 /// One permit of a [`Semaphore`] as a [`DistributedLock`]: `lock` takes a permit, and the
 /// [`LockGuard`] gives it back on [`unlock`](LockGuard::unlock) or drop. With `N` permits, up

@@ -100,6 +100,30 @@ impl Requests {
         }
     }
 
+    /// Runs a call that must apply exactly once, with the marker bookkeeping: a fresh marker
+    /// and the settled markers to delete are added as keys after `call`'s own (so its script
+    /// reads the marker at `KEYS[n + 1]` and the settled ones after it). `applied` tells from
+    /// the reply whether the script applied the change (the marker is then settled) or not (it
+    /// deleted nothing, so the settled markers are put back).
+    ///
+    /// Finished in the background if the future is dropped before the reply.
+    pub(crate) async fn apply_marked(
+        &self,
+        call: ScriptCall,
+        applied: impl FnOnce(&Value) -> bool,
+    ) -> Result<Value> {
+        let marker = self.marker();
+        let settled = self.take_settled();
+        let call = with_keys(call.key(marker.as_str()), &settled);
+        let reply = self.apply_once(call).await?;
+        if applied(&reply) {
+            self.settle(marker);
+        } else {
+            self.give_back(settled);
+        }
+        Ok(reply)
+    }
+
     /// Runs a call that must apply exactly once (it carries a marker), finishing it in the
     /// background if the future is dropped before the reply.
     pub(crate) async fn apply_once(&self, call: ScriptCall) -> Result<Value> {
@@ -109,6 +133,14 @@ impl Requests {
         settle.disarm();
         result.map(|(value, _)| value)
     }
+}
+
+/// Adds the settled markers as keys after a call's own.
+pub(crate) fn with_keys(mut call: ScriptCall, keys: &[String]) -> ScriptCall {
+    for key in keys {
+        call = call.key(key.as_str());
+    }
+    call
 }
 
 /// The request window: how long a marker lives. A request is assumed to reach the server

@@ -1,4 +1,5 @@
-//! The semaphores' scripts, one static each.
+//! The semaphores' scripts, one static each. The permit-expirable semaphore's scripts that
+//! read the count start with `lua/exp_prelude.lua` (its helpers), joined at build time.
 
 use keylatch_core::LuaScript;
 
@@ -16,19 +17,31 @@ pub(crate) static DRAIN: LuaScript =
 
 pub(crate) static EXP_ACQUIRE: LuaScript = LuaScript::new(
     "expirable_semaphore_acquire",
-    include_str!("lua/exp_acquire.lua"),
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_acquire.lua")
+    ),
 );
 pub(crate) static EXP_RELEASE: LuaScript = LuaScript::new(
     "expirable_semaphore_release",
-    include_str!("lua/exp_release.lua"),
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_release.lua")
+    ),
 );
 pub(crate) static EXP_UNDO: LuaScript = LuaScript::new(
     "expirable_semaphore_undo_acquire",
-    include_str!("lua/exp_undo.lua"),
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_undo.lua")
+    ),
 );
 pub(crate) static EXP_UPDATE: LuaScript = LuaScript::new(
     "expirable_semaphore_update_lease",
-    include_str!("lua/exp_update.lua"),
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_update.lua")
+    ),
 );
 pub(crate) static EXP_RENEW: LuaScript = LuaScript::new(
     "expirable_semaphore_renew",
@@ -36,10 +49,18 @@ pub(crate) static EXP_RENEW: LuaScript = LuaScript::new(
 );
 pub(crate) static EXP_COUNTS: LuaScript = LuaScript::new(
     "expirable_semaphore_counts",
-    include_str!("lua/exp_counts.lua"),
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_counts.lua")
+    ),
 );
-pub(crate) static EXP_ADD: LuaScript =
-    LuaScript::new("expirable_semaphore_add", include_str!("lua/exp_add.lua"));
+pub(crate) static EXP_ADD: LuaScript = LuaScript::new(
+    "expirable_semaphore_add",
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_add.lua")
+    ),
+);
 pub(crate) static EXP_TRY_SET: LuaScript = LuaScript::new(
     "expirable_semaphore_try_set",
     include_str!("lua/exp_try_set.lua"),

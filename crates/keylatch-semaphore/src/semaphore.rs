@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::lock::SemaphoreLock;
 use crate::request::{
-    MAX_PERMITS, Requests, Settle, check_delta, check_permits, parse_count, refused,
+    MAX_PERMITS, Requests, Settle, check_delta, check_permits, parse_count, refused, with_keys,
 };
 use crate::scripts::{ACQUIRE, ADD, DRAIN, TRY_SET, UNDO_ACQUIRE};
 
@@ -113,25 +113,15 @@ impl Semaphore {
         validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         let requests = &self.shared.requests;
-        let marker = requests.marker();
-        let settled = requests.take_settled();
         let call = TRY_SET
             .call()
             .key(self.name())
             .key(self.channel())
-            .key(&marker);
-        let call = with_keys(call, &settled)
             .arg(permits)
             .arg(requests.window_ms());
-        match requests.apply_once(call).await? {
-            Value::Int(1) => {
-                requests.settle(marker);
-                Ok(true)
-            }
-            Value::Int(0) => {
-                requests.give_back(settled);
-                Ok(false)
-            }
+        match requests.apply_marked(call, |r| *r == Value::Int(1)).await? {
+            Value::Int(1) => Ok(true),
+            Value::Int(0) => Ok(false),
             _ => Err(unexpected("semaphore_try_set")),
         }
     }
@@ -172,22 +162,16 @@ impl Semaphore {
 
     pub(crate) async fn add(&self, delta: i64) -> Result<()> {
         let requests = &self.shared.requests;
-        let marker = requests.marker();
-        let settled = requests.take_settled();
-        let call = ADD.call().key(self.name()).key(self.channel()).key(&marker);
-        let call = with_keys(call, &settled)
+        let call = ADD
+            .call()
+            .key(self.name())
+            .key(self.channel())
             .arg(delta)
             .arg(requests.window_ms())
             .arg(MAX_PERMITS);
-        match requests.apply_once(call).await? {
-            Value::Int(1) => {
-                requests.settle(marker);
-                Ok(())
-            }
-            Value::Int(code @ (-1 | -2)) => {
-                requests.give_back(settled);
-                Err(refused(code))
-            }
+        match requests.apply_marked(call, |r| *r == Value::Int(1)).await? {
+            Value::Int(1) => Ok(()),
+            Value::Int(code @ (-1 | -2)) => Err(refused(code)),
             _ => Err(unexpected("semaphore_add")),
         }
     }
@@ -220,15 +204,12 @@ impl Semaphore {
     pub async fn drain_permits(&self) -> Result<u64> {
         validate_name(self.name())?;
         let requests = &self.shared.requests;
-        let marker = requests.marker();
-        let settled = requests.take_settled();
-        let call = DRAIN.call().key(self.name()).key(&marker);
-        let call = with_keys(call, &settled).arg(requests.window_ms());
-        match requests.apply_once(call).await? {
-            Value::Int(drained) => {
-                requests.settle(marker);
-                Ok(u64::try_from(drained).unwrap_or(0))
-            }
+        let call = DRAIN.call().key(self.name()).arg(requests.window_ms());
+        match requests
+            .apply_marked(call, |r| matches!(r, Value::Int(_)))
+            .await?
+        {
+            Value::Int(drained) => Ok(u64::try_from(drained).unwrap_or(0)),
             _ => Err(unexpected("semaphore_drain")),
         }
     }
@@ -363,17 +344,6 @@ pub(crate) fn wake_mode(permits: u32) -> WakeMode {
     } else {
         WakeMode::All
     }
-}
-
-/// Adds the settled markers as keys after a call's own.
-pub(crate) fn with_keys(
-    mut call: keylatch_core::ScriptCall,
-    keys: &[String],
-) -> keylatch_core::ScriptCall {
-    for key in keys {
-        call = call.key(key.as_str());
-    }
-    call
 }
 
 pub(crate) fn unexpected(what: &'static str) -> Error {

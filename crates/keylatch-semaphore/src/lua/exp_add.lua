@@ -8,27 +8,15 @@
 if redis.call('exists', KEYS[5]) == 1 then
   return 1
 end
-local value = redis.call('get', KEYS[1])
-local available = 0
-if value then
-  available = string.match(value, '^%-?%d+$') and tonumber(value)
-  if not available then
-    return redis.error_reply('WRONGTYPE the permit count is not an integer')
-  end
-end
-local clock = redis.call('time')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
--- Reclaim the permits whose lease ended.
-local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
-if expired > 0 then
-  available = redis.call('incrby', KEYS[1], expired)
-  redis.call('publish', KEYS[3], available)
+local _, available = reclaim()
+if not available then
+  return redis.error_reply(NOT_A_COUNT)
 end
 local total = redis.call('get', KEYS[4])
 if total then
-  total = string.match(total, '^%-?%d+$') and tonumber(total)
+  total = integer(total)
   if not total then
-    return redis.error_reply('WRONGTYPE the permit total is not an integer')
+    return redis.error_reply(NOT_A_TOTAL)
   end
 else
   total = available + redis.call('zcard', KEYS[2])

@@ -1,0 +1,35 @@
+-- keylatch permit-expirable semaphore: what every script of it starts from (prepended to each
+-- at build time, so each script stays one EVALSHA).
+-- KEYS[1] the available count, KEYS[2] the timeout zset (permit id -> expiry, ms of the server
+-- clock), KEYS[3] the wake-up channel.
+
+-- An integer stored as a string, or nil when it is not one.
+local function integer(raw)
+  return string.match(raw, '^%-?%d+$') and tonumber(raw)
+end
+
+-- Reads the available count and the server clock and reclaims the permits whose lease ended,
+-- publishing the new count if there were any. Returns the stored count (nil when missing),
+-- the available count (nil when the stored one is not an integer) and the time in ms.
+local function reclaim()
+  local value = redis.call('get', KEYS[1])
+  local available = 0
+  if value then
+    available = integer(value)
+    if not available then
+      return value, nil, 0
+    end
+  end
+  local clock = redis.call('time')
+  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+  if expired > 0 then
+    available = redis.call('incrby', KEYS[1], expired)
+    redis.call('publish', KEYS[3], available)
+  end
+  return value, available, now
+end
+
+local NOT_A_COUNT = 'WRONGTYPE the permit count is not an integer'
+local NOT_A_TOTAL = 'WRONGTYPE the permit total is not an integer'
+
