@@ -50,7 +50,9 @@ pub use hub::{PubSubHub, Subscription, WakeMode};
 pub use keys::{
     MAX_LEASE, MAX_NAME_LEN, lease_millis, prefixed, suffixed, validate_lease, validate_name,
 };
-pub use lock::{AcquireOptions, Attempt, DistributedLock, wait_for};
+pub use lock::{
+    AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, jitter, retrying, wait_for,
+};
 pub use owner::{Owner, OwnerId};
 pub use script::{LuaScript, ScriptCall};
 pub use watchdog::{

@@ -226,12 +226,17 @@ where
 }
 
 /// How many transient failures in a row an acquire rides out before it reports the error.
-const TRANSIENT_RETRIES: u32 = 8;
+pub const TRANSIENT_RETRIES: u32 = 8;
 
 /// One attempt; a transient failure (connection lost, reply timed out — the attempt has already
 /// undone whatever it may have done) is retried after a short back-off while the deadline allows,
-/// so a killed connection or a failover does not fail a waiting acquire.
-async fn retrying<T, F, Fut>(
+/// up to [`TRANSIENT_RETRIES`] in a row (`failures` counts them across calls and is reset by an
+/// answer), so a killed connection or a failover does not fail a waiting acquire. The loop of
+/// [`wait_for`], for primitives that run their own wait loop.
+///
+/// # Errors
+/// The attempt's error when it is not transient, or when the retries or the deadline ran out.
+pub async fn retrying<T, F, Fut>(
     attempt: &mut F,
     deadline: Option<Instant>,
     failures: &mut u32,
@@ -260,8 +265,8 @@ where
     }
 }
 
-/// `base` ± 20 %.
-fn jitter(base: Duration) -> Duration {
+/// `base` ± 20 %, so waiters that time out together do not retry together.
+pub fn jitter(base: Duration) -> Duration {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEED: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
     let mut x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);

@@ -14,7 +14,7 @@ use std::time::Duration;
 use keylatch_core::redis::Value;
 use keylatch_core::{
     AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, OwnerId, Renewal, Result,
-    lease_millis, validate_lease,
+    jitter, lease_millis, retrying, validate_lease,
 };
 use tokio::time::Instant;
 
@@ -23,9 +23,6 @@ use crate::lock::FairLock;
 use crate::release::LeaveGuard;
 use crate::scripts::{ACQUIRE, REFRESH_WAITERS, RENEW};
 use crate::subscription::WaiterSubscription;
-
-/// How many transient failures in a row a wait rides out before it reports the error.
-const TRANSIENT_RETRIES: u32 = 8;
 
 /// What one acquire asks for.
 struct Request {
@@ -126,12 +123,13 @@ impl FairLock {
         // parked), a refusal can go straight to sleep. Otherwise the first attempt joins the
         // queue, then the waiter subscribes and tries once more: a wake-up may have come
         // before the subscription.
+        let mut attempt = || self.attempt(request, Queue::Join);
         let subscription = match WaiterSubscription::parked(&channel) {
             Some(subscription) => subscription,
             None => {
                 let sent_at = Instant::now();
                 if let Attempt::Done(guard) =
-                    self.retrying(request, deadline, &mut failures).await?
+                    retrying(&mut attempt, deadline, &mut failures).await?
                 {
                     return Ok(Some(guard));
                 }
@@ -147,7 +145,7 @@ impl FairLock {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let sent_at = Instant::now();
-            let bound = match self.retrying(request, deadline, &mut failures).await? {
+            let bound = match retrying(&mut attempt, deadline, &mut failures).await? {
                 Attempt::Done(guard) => return Ok(Some(guard)),
                 Attempt::Retry(bound) => bound,
             };
@@ -164,36 +162,6 @@ impl FairLock {
                 until = until.min(deadline);
             }
             let _ = tokio::time::timeout_at(until, notified).await;
-        }
-    }
-
-    /// One queued attempt; a transient failure (connection lost, reply timed out: the attempt
-    /// has undone any hold it may have taken, and the waiter keeps its place) is retried after
-    /// a short back-off while the deadline allows, up to [`TRANSIENT_RETRIES`] in a row, as
-    /// [`keylatch_core::wait_for`] does.
-    async fn retrying(
-        &self,
-        request: &Request,
-        deadline: Option<Instant>,
-        failures: &mut u32,
-    ) -> Result<Attempt<LockGuard>> {
-        loop {
-            match self.attempt(request, Queue::Join).await {
-                Err(err) if err.is_ambiguous() && *failures < TRANSIENT_RETRIES => {
-                    *failures += 1;
-                    let backoff = Duration::from_millis(10 << (*failures).min(5));
-                    if deadline.is_some_and(|d| d <= Instant::now() + backoff) {
-                        return Err(err);
-                    }
-                    tracing::debug!(lock = %self.keys.name, error = %err, "transient failure; retrying the acquire");
-                    tokio::time::sleep(backoff).await;
-                }
-                Err(err) => return Err(err),
-                Ok(outcome) => {
-                    *failures = 0;
-                    return Ok(outcome);
-                }
-            }
         }
     }
 
@@ -281,16 +249,4 @@ fn unexpected() -> Error {
     Error::UnexpectedReply {
         what: "fair_acquire",
     }
-}
-
-/// `base` ± 20 %, so waiters that time out together do not retry together.
-fn jitter(base: Duration) -> Duration {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEED: AtomicU64 = AtomicU64::new(0x2545_f491_4f6c_dd1d);
-    let mut x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    let permille = 800 + (x % 401);
-    base * u32::try_from(permille).unwrap_or(1000) / 1000
 }
