@@ -192,6 +192,24 @@ impl Client {
         self.inner.commands.eval_batch(calls).await
     }
 
+    /// The time left on `key`'s expiry (`PTTL`); `None` when the key does not exist.
+    ///
+    /// # Errors
+    /// [`Error::NoTtl`] for a key that exists without an expiry, [`Error::WrongType`], Redis
+    /// errors.
+    pub async fn remaining_ttl(&self, key: &str) -> Result<Option<std::time::Duration>> {
+        let pttl: i64 = self.query(redis::cmd("PTTL").arg(key), key).await?;
+        match pttl {
+            -2 => Ok(None),
+            -1 => Err(Error::NoTtl {
+                key: key.to_owned(),
+            }),
+            ms => Ok(Some(std::time::Duration::from_millis(
+                u64::try_from(ms).unwrap_or(0),
+            ))),
+        }
+    }
+
     /// Runs one plain command (reads such as `PTTL`, `HGET`).
     ///
     /// # Errors

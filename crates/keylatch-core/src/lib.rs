@@ -56,7 +56,8 @@ pub use lock::{
 pub use owner::{Owner, OwnerId};
 pub use script::{LuaScript, ScriptCall};
 pub use watchdog::{
-    HoldHandle, HoldState, PendingWork, RENEWAL_BATCH, Renewal, WatchdogRegistry, WatchdogStats,
+    HoldHandle, HoldState, PendingWork, RENEW_HASH_HOLDS, RENEWAL_BATCH, Renewal, WatchdogRegistry,
+    WatchdogStats,
 };
 
 /// The `deadpool-redis` crate keylatch is built on.

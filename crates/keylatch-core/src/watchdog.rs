@@ -14,6 +14,12 @@ use crate::commands::Commands;
 use crate::keys::lease_millis;
 use crate::script::LuaScript;
 
+/// The renewal script of holds kept as an owner's field of a lock hash (the reentrant and the
+/// fair lock, Redisson's layout): pass it as [`Renewal::Watchdog`]. One script for both, so
+/// the watchdog renews their holds together, in the same calls.
+pub static RENEW_HASH_HOLDS: LuaScript =
+    LuaScript::new("renew_hash_holds", include_str!("lua/renew_hash_holds.lua"));
+
 /// The most keys renewed by one script call.
 pub const RENEWAL_BATCH: usize = 100;
 

@@ -277,17 +277,7 @@ impl FairLock {
     /// Cancel safe (a read).
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         validate_name(&self.keys.name)?;
-        let pttl: i64 = self
-            .client
-            .query(redis::cmd("PTTL").arg(self.name()), self.name())
-            .await?;
-        match pttl {
-            -2 => Ok(None),
-            -1 => Err(Error::NoTtl {
-                key: self.name().to_owned(),
-            }),
-            ms => Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))),
-        }
+        self.client.remaining_ttl(self.name()).await
     }
 
     /// The waiters, first in line first, with their deadlines (changes nothing: a dead

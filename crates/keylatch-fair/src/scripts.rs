@@ -2,7 +2,7 @@
 //! prelude (`lua/prelude.lua`: the server clock, type checks, eviction of dead waiters, waking
 //! one waiter), prepended at compile time.
 
-use keylatch_core::LuaScript;
+use keylatch_core::{LuaScript, RENEW_HASH_HOLDS};
 
 macro_rules! with_prelude {
     ($file:literal) => {
@@ -21,7 +21,6 @@ pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::new(
 pub(crate) static FORCE_UNLOCK: LuaScript =
     LuaScript::new("fair_force_unlock", with_prelude!("lua/force_unlock.lua"));
 pub(crate) static LEAVE: LuaScript = LuaScript::new("fair_leave", with_prelude!("lua/leave.lua"));
-pub(crate) static RENEW: LuaScript = LuaScript::new("fair_renew", include_str!("lua/renew.lua"));
 pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::new(
     "fair_refresh_waiters",
     include_str!("lua/refresh_waiters.lua"),
@@ -35,7 +34,7 @@ pub static SCRIPTS: &[&LuaScript] = &[
     &RELEASE_IF_COUNT,
     &FORCE_UNLOCK,
     &LEAVE,
-    &RENEW,
+    &RENEW_HASH_HOLDS,
     &REFRESH_WAITERS,
     &QUEUE,
 ];

@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, OwnerId, Renewal, Result,
-    jitter, lease_millis, retrying, validate_lease,
+    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, OwnerId, RENEW_HASH_HOLDS,
+    Renewal, Result, jitter, lease_millis, retrying, validate_lease,
 };
 use tokio::time::Instant;
 
 use crate::flight::{Flight, Undo};
 use crate::lock::FairLock;
 use crate::release::LeaveGuard;
-use crate::scripts::{ACQUIRE, REFRESH_WAITERS, RENEW};
+use crate::scripts::{ACQUIRE, REFRESH_WAITERS};
 use crate::subscription::WaiterSubscription;
 
 /// What one acquire asks for.
@@ -53,7 +53,7 @@ impl FairLock {
             }
             None => (
                 self.client.config().watchdog_timeout,
-                Renewal::Watchdog(&RENEW),
+                Renewal::Watchdog(&RENEW_HASH_HOLDS),
             ),
         };
         let owner = self.client.owner_id(self.owner);

@@ -6,13 +6,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keylatch_core::redis::{self, Value};
 use keylatch_core::{
-    AcquireOptions, Attempt, Client, DistributedLock, Error, LockGuard, Owner, OwnerId, Renewal,
-    Result, UndoGuard, WakeMode, prefixed, validate_lease, validate_name,
+    AcquireOptions, Attempt, Client, DistributedLock, Error, LockGuard, Owner, OwnerId,
+    RENEW_HASH_HOLDS, Renewal, Result, UndoGuard, WakeMode, prefixed, validate_lease,
+    validate_name,
 };
 use tokio::time::Instant;
 
 use crate::release::ReentrantRelease;
-use crate::scripts::{ACQUIRE, FORCE_UNLOCK, RENEW, UNLOCK_MESSAGE};
+use crate::scripts::{ACQUIRE, FORCE_UNLOCK, UNLOCK_MESSAGE};
 
 /// A reentrant distributed lock, compatible with Redisson's `RLock`.
 ///
@@ -160,7 +161,7 @@ impl ReentrantLock {
             }
             None => (
                 self.client.config().watchdog_timeout,
-                Renewal::Watchdog(&RENEW),
+                Renewal::Watchdog(&RENEW_HASH_HOLDS),
             ),
         };
         let owner = self.client.owner_id(self.owner);
@@ -309,17 +310,7 @@ impl ReentrantLock {
     /// [`Error::InvalidName`], [`Error::NoTtl`] for a key without an expiry, Redis errors.
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         validate_name(&self.name)?;
-        let pttl: i64 = self
-            .client
-            .query(redis::cmd("PTTL").arg(&*self.name), &self.name)
-            .await?;
-        match pttl {
-            -2 => Ok(None),
-            -1 => Err(Error::NoTtl {
-                key: self.name.to_string(),
-            }),
-            ms => Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))),
-        }
+        self.client.remaining_ttl(&self.name).await
     }
 }
 

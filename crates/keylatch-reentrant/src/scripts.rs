@@ -1,6 +1,6 @@
 //! The reentrant lock's scripts, one static each.
 
-use keylatch_core::LuaScript;
+use keylatch_core::{LuaScript, RENEW_HASH_HOLDS};
 
 pub(crate) static ACQUIRE: LuaScript =
     LuaScript::new("reentrant_acquire", include_str!("lua/acquire.lua"));
@@ -10,16 +10,19 @@ pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::new(
     "reentrant_release_if_count",
     include_str!("lua/release_if_count.lua"),
 );
-pub(crate) static RENEW: LuaScript =
-    LuaScript::new("reentrant_renew", include_str!("lua/renew.lua"));
 pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::new(
     "reentrant_force_unlock",
     include_str!("lua/force_unlock.lua"),
 );
 
 /// Every script of the reentrant lock, for [`Client::preload`](keylatch_core::Client::preload).
-pub static SCRIPTS: [&LuaScript; 5] =
-    [&ACQUIRE, &RELEASE, &RELEASE_IF_COUNT, &RENEW, &FORCE_UNLOCK];
+pub static SCRIPTS: [&LuaScript; 5] = [
+    &ACQUIRE,
+    &RELEASE,
+    &RELEASE_IF_COUNT,
+    &RENEW_HASH_HOLDS,
+    &FORCE_UNLOCK,
+];
 
 /// The message published on the channel when the lock is fully released.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";

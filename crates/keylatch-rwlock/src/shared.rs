@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use keylatch_core::redis::{self, Value};
 use keylatch_core::{
-    Client, Error, Owner, Result, ScriptCall, UndoGuard, prefixed, suffixed, validate_name,
+    Client, Owner, Result, ScriptCall, UndoGuard, prefixed, suffixed, validate_name,
 };
 
 use crate::release::{ReadRelease, WriteRelease};
@@ -94,17 +94,7 @@ impl Shared {
     /// The hash's PTTL.
     pub(crate) async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         validate_name(&self.name)?;
-        let pttl: i64 = self
-            .client
-            .query(redis::cmd("PTTL").arg(&*self.name), &self.name)
-            .await?;
-        match pttl {
-            -2 => Ok(None),
-            -1 => Err(Error::NoTtl {
-                key: self.name.to_string(),
-            }),
-            ms => Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))),
-        }
+        self.client.remaining_ttl(&self.name).await
     }
 
     /// Releases every hold in `which` mode (`read`, `write` or `any`).
