@@ -8,17 +8,17 @@ use keylatch_core::{Client, Error, HoldRelease, OwnerId, Result};
 
 use crate::scripts::{READ_RELEASE, WRITE_RELEASE};
 
-/// Releases read holds of one lock name.
-#[derive(Debug)]
-pub(crate) struct ReadRelease {
-    pub(crate) client: Client,
-    pub(crate) name: Arc<str>,
-    pub(crate) channel: Arc<str>,
+/// Which side of the lock a hold is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Read,
+    Write,
 }
 
-/// Releases write holds of one lock name.
+/// Releases the holds of one side of one lock name.
 #[derive(Debug)]
-pub(crate) struct WriteRelease {
+pub(crate) struct Release {
+    pub(crate) side: Side,
     pub(crate) client: Client,
     pub(crate) name: Arc<str>,
     pub(crate) channel: Arc<str>,
@@ -44,48 +44,25 @@ fn settle(reply: Value, name: &str, what: &'static str) -> Result<()> {
     }
 }
 
-impl ReadRelease {
+impl Release {
     async fn run(&self, owner: OwnerId, expected: Option<u64>) -> Result<()> {
-        let call = READ_RELEASE
+        let (script, field, what) = match self.side {
+            Side::Read => (&READ_RELEASE, owner.to_string(), "rwlock_read_release"),
+            Side::Write => (&WRITE_RELEASE, write_field(owner), "rwlock_write_release"),
+        };
+        let call = script
             .call()
             .key(&*self.name)
             .key(&*self.channel)
-            .arg(owner.to_string())
+            .arg(field)
             .arg(condition(expected));
         let reply = self.client.eval_value(&call).await?;
-        settle(reply, &self.name, "rwlock_read_release")
-    }
-}
-
-impl WriteRelease {
-    async fn run(&self, owner: OwnerId, expected: Option<u64>) -> Result<()> {
-        let call = WRITE_RELEASE
-            .call()
-            .key(&*self.name)
-            .key(&*self.channel)
-            .arg(write_field(owner))
-            .arg(condition(expected));
-        let reply = self.client.eval_value(&call).await?;
-        settle(reply, &self.name, "rwlock_write_release")
+        settle(reply, &self.name, what)
     }
 }
 
 #[async_trait]
-impl HoldRelease for ReadRelease {
-    async fn release(&self, owner: OwnerId) -> Result<()> {
-        self.run(owner, None).await
-    }
-
-    async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()> {
-        match self.run(owner, Some(expected)).await {
-            Err(Error::NotHeld { .. }) => Ok(()),
-            other => other,
-        }
-    }
-}
-
-#[async_trait]
-impl HoldRelease for WriteRelease {
+impl HoldRelease for Release {
     async fn release(&self, owner: OwnerId) -> Result<()> {
         self.run(owner, None).await
     }

@@ -9,7 +9,7 @@ use keylatch_core::{
     Client, Owner, Result, ScriptCall, UndoGuard, prefixed, suffixed, validate_name,
 };
 
-use crate::release::{ReadRelease, WriteRelease};
+use crate::release::{Release, Side};
 use crate::scripts::FORCE_UNLOCK;
 
 /// One read-write lock name and everything derived from it.
@@ -22,8 +22,8 @@ pub(crate) struct Shared {
     pub(crate) channel: Arc<str>,
     /// `{name}:write_intent`: waiting writers → deadline (server time, ms).
     pub(crate) intent_key: Arc<str>,
-    pub(crate) read_release: Arc<ReadRelease>,
-    pub(crate) write_release: Arc<WriteRelease>,
+    pub(crate) read_release: Arc<Release>,
+    pub(crate) write_release: Arc<Release>,
 }
 
 impl Shared {
@@ -33,12 +33,14 @@ impl Shared {
         Arc::new(Shared {
             client: client.clone(),
             intent_key: suffixed(&name, "write_intent").into(),
-            read_release: Arc::new(ReadRelease {
+            read_release: Arc::new(Release {
+                side: Side::Read,
                 client: client.clone(),
                 name: name.clone(),
                 channel: channel.clone(),
             }),
-            write_release: Arc::new(WriteRelease {
+            write_release: Arc::new(Release {
+                side: Side::Write,
                 client: client.clone(),
                 name: name.clone(),
                 channel: channel.clone(),
