@@ -48,6 +48,15 @@ impl AcquireOptions {
         self
     }
 
+    /// Wait at most `wait`, with a fixed `lease` or, for `None`, in watchdog mode (the options
+    /// of `try_lock_for`).
+    pub fn within(wait: Duration, lease: Option<Duration>) -> Self {
+        AcquireOptions {
+            wait: Some(wait),
+            lease,
+        }
+    }
+
     /// The wait bound; `None` waits forever.
     pub fn wait(&self) -> Option<Duration> {
         self.wait
@@ -152,11 +161,7 @@ pub trait DistributedLock: Send + Sync + fmt::Debug {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        let mut options = AcquireOptions::new().with_wait(wait);
-        if let Some(lease) = lease {
-            options = options.with_lease(lease);
-        }
-        self.acquire(options).await
+        self.acquire(AcquireOptions::within(wait, lease)).await
     }
 }
 

@@ -303,11 +303,7 @@ impl PermitExpirableSemaphore {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<Permit>> {
-        let mut options = AcquireOptions::new().with_wait(wait);
-        if let Some(lease) = lease {
-            options = options.with_lease(lease);
-        }
-        self.acquire_one(options).await
+        self.acquire_one(AcquireOptions::within(wait, lease)).await
     }
 
     /// Takes one permit with `options` (wait bound, lease); `None` when the wait bound passed
