@@ -3,6 +3,7 @@
 #![allow(missing_docs)]
 
 pub mod checker;
+pub mod support;
 pub mod workers;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use keylatch::redis::{self, AsyncCommands};
 pub use keylatch_testkit::RedisServer;
+pub use support::*;
 
 /// Starts a throwaway redis-server.
 pub fn server() -> RedisServer {
@@ -33,6 +35,24 @@ pub async fn client_with(
         .expect("connect")
 }
 
+/// A client at `url` (a server or a fault proxy) that notices trouble quickly: the given
+/// watchdog and response timeouts, a 500 ms connect timeout, a 200 ms fallback poll.
+pub async fn client_via(
+    url: String,
+    watchdog: Duration,
+    response_timeout: Duration,
+) -> keylatch::Client {
+    let config = keylatch::Config::builder()
+        .url(url)
+        .watchdog_timeout(watchdog)
+        .response_timeout(response_timeout)
+        .connect_timeout(Duration::from_millis(500))
+        .fallback_poll(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    keylatch::Client::connect_with(config).await.unwrap()
+}
+
 /// A client with default timeouts.
 pub async fn client(server: &RedisServer) -> keylatch::Client {
     client_with(server, Duration::from_secs(30), Duration::from_secs(2)).await
@@ -45,6 +65,15 @@ pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
         .get_multiplexed_async_connection()
         .await
         .expect("raw connection")
+}
+
+/// A pub/sub connection that is not keylatch's, to watch the messages the primitives publish.
+pub async fn pubsub(server: &RedisServer) -> redis::aio::PubSub {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap()
 }
 
 /// A name no other test uses.

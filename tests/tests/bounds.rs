@@ -3,10 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch::{DistributedLock, LockGuard, ReentrantLock};
-use keylatch_tests::{client, server, unique};
-
-fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
-fn send_static<T: Send + 'static>(_: &T) {}
+use keylatch_tests::{client, send_static, send_sync_static, server, unique};
 
 #[test]
 fn guard_and_handles_are_send_sync_static() {

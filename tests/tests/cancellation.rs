@@ -1,21 +1,12 @@
 //! Dropping an acquire at any point leaves nothing behind: no key, no watchdog entry, no
 //! subscription (locally or on the server).
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch_tests::{client, eventually, raw, server, server_channels, unique};
-
-fn poll_once<F: Future>(fut: F) -> bool {
-    let mut fut = pin!(fut);
-    let waker = futures_util::task::noop_waker();
-    matches!(
-        fut.as_mut().poll(&mut Context::from_waker(&waker)),
-        Poll::Ready(_)
-    )
-}
+use keylatch_tests::{
+    Storm, Then, assert_client_unsubscribed, assert_server_unsubscribed, client, dropped_in_flight,
+    eventually, poll_once, raw, server, server_channels, unique, unlock_after,
+};
 
 async fn assert_clean(client: &keylatch::Client, server: &keylatch_tests::RedisServer, name: &str) {
     client.wait_idle().await;
@@ -24,21 +15,8 @@ async fn assert_clean(client: &keylatch::Client, server: &keylatch_tests::RedisS
     assert!(!exists, "a hold was left behind on {name}");
     let stats = client.stats();
     assert_eq!(stats.watchdog.holds, 0, "a watchdog entry was left behind");
-    let unsubscribed = eventually(Duration::from_secs(5), || async {
-        client.stats().channels == 0
-    })
-    .await;
-    assert!(
-        unsubscribed,
-        "a subscription was left behind: {:?}",
-        client.stats()
-    );
-    let gone = eventually(Duration::from_secs(5), || {
-        let mut conn = conn.clone();
-        async move { server_channels(&mut conn, name).await == 0 }
-    })
-    .await;
-    assert!(gone, "the server still has a subscription for {name}");
+    assert_client_unsubscribed(client).await;
+    assert_server_unsubscribed(&conn, name).await;
 }
 
 #[tokio::test]
@@ -79,18 +57,11 @@ async fn timeout_storms_leave_nothing() {
     let other = keylatch_tests::client(&server).await;
     let name = unique("storm");
     let lock = client.lock(&name);
-    let mut acquired = 0;
-    let mut cancelled = 0;
+    let mut storm = Storm::default();
     // Uncontended: the drop lands before, during or after the acquire's round trip.
-    for i in 0..400u64 {
-        match tokio::time::timeout(Duration::from_nanos(i * 5_000), lock.lock()).await {
-            Ok(guard) => {
-                acquired += 1;
-                guard.unwrap().unlock().await.unwrap();
-            }
-            Err(_) => cancelled += 1,
-        }
-    }
+    storm
+        .run(400, Duration::ZERO, Then::Unlock, || lock.lock())
+        .await;
     // Contended: another client holds it for a while, so drops land mid-wait too; it lets go
     // half-way through.
     let held = other
@@ -98,23 +69,17 @@ async fn timeout_storms_leave_nothing() {
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    let release = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        held.unlock().await.unwrap();
-    });
-    for i in 0..400u64 {
-        match tokio::time::timeout(Duration::from_nanos(i * 5_000), lock.lock()).await {
-            Ok(guard) => {
-                acquired += 1;
-                drop(guard.unwrap());
-            }
-            Err(_) => cancelled += 1,
-        }
-    }
+    let release = unlock_after(held, Duration::from_millis(300));
+    storm
+        .run(400, Duration::ZERO, Then::Drop, || lock.lock())
+        .await;
     release.await.unwrap();
-    println!("storm: {acquired} acquired, {cancelled} cancelled");
+    println!(
+        "storm: {} acquired, {} cancelled",
+        storm.acquired, storm.cancelled
+    );
     assert!(
-        cancelled > 0 && acquired > 0,
+        storm.cancelled > 0 && storm.acquired > 0,
         "the storm did not exercise both outcomes"
     );
     assert_clean(&client, &server, &name).await;
@@ -164,7 +129,6 @@ async fn many_waiters_share_one_subscription_and_leave_none() {
 /// lets the server run it afterwards: the undo must cancel its effect.
 #[tokio::test]
 async fn acquire_dropped_in_flight_is_undone_after_the_server_runs_it() {
-    use keylatch::redis;
     let server = server();
     let client = client(&server).await;
     let mut conn = raw(&server).await;
@@ -172,16 +136,8 @@ async fn acquire_dropped_in_flight_is_undone_after_the_server_runs_it() {
     let lock = client.lock(&name).with_owner(keylatch::Owner::unique());
 
     // A fresh acquire, dropped while the server is paused.
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .arg("ALL")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let dropped = tokio::time::timeout(Duration::from_millis(50), lock.lock()).await;
     assert!(
-        dropped.is_err(),
+        dropped_in_flight(&mut conn, lock.lock()).await,
         "the acquire should still be waiting for the paused server"
     );
     client.wait_idle().await;
@@ -192,18 +148,7 @@ async fn acquire_dropped_in_flight_is_undone_after_the_server_runs_it() {
     // A re-entry, dropped the same way: the count goes back to what the guards account for.
     let g1 = lock.lock().await.unwrap();
     let g2 = lock.lock().await.unwrap();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .arg("ALL")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), lock.lock())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, lock.lock()).await);
     client.wait_idle().await;
     assert_eq!(
         lock.hold_count().await.unwrap(),
@@ -212,18 +157,7 @@ async fn acquire_dropped_in_flight_is_undone_after_the_server_runs_it() {
     );
 
     // An unlock dropped in flight still releases exactly once.
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .arg("ALL")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), g2.unlock())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, g2.unlock()).await);
     client.wait_idle().await;
     assert_eq!(
         lock.hold_count().await.unwrap(),

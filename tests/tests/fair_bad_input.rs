@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
 use keylatch::{Error, MAX_LEASE, MAX_NAME_LEN};
-use keylatch_tests::{client, keyspace, raw, server, unique};
+use keylatch_tests::{client, invalid_leases, keyspace, raw, server, unique};
 
 #[tokio::test]
 async fn bad_input_is_refused_and_redis_is_untouched() {
@@ -45,11 +45,7 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
         ));
     }
     let lock = client.fair_lock(&unique("fair-lease"));
-    for lease in [
-        Duration::ZERO,
-        Duration::from_micros(10),
-        MAX_LEASE + Duration::from_secs(1),
-    ] {
+    for lease in invalid_leases() {
         let err = lock.lock_with_lease(lease).await.unwrap_err();
         assert!(
             matches!(err, Error::InvalidLease { .. }),

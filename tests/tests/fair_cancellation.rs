@@ -1,26 +1,17 @@
 //! Dropping a fair-lock acquire at any point leaves nothing behind: no hold, no queue or
 //! deadline entry, no subscription (locally or on the server), no watchdog entry (neither a
 //! hold nor a waiter refresh).
-use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use keylatch::redis::{self, AsyncCommands};
+use keylatch::redis::AsyncCommands;
 use keylatch::{FairLock, Owner};
-use keylatch_tests::{client, eventually, raw, server, server_channels, unique};
+use keylatch_tests::{
+    assert_client_unsubscribed, assert_server_unsubscribed, client, dropped_in_flight, poll_once,
+    raw, server, unique,
+};
 use tokio::time::Instant;
-
-fn poll_once<F: Future>(fut: F) -> bool {
-    let mut fut = pin!(fut);
-    let waker = futures_util::task::noop_waker();
-    matches!(
-        fut.as_mut().poll(&mut Context::from_waker(&waker)),
-        Poll::Ready(_)
-    )
-}
 
 /// xorshift64*: the tests' random points, reproducible from the printed seed.
 struct Rng(u64);
@@ -62,22 +53,9 @@ async fn assert_clean(
             stats.watchdog.holds, 0,
             "a watchdog entry was left behind: {stats:?}"
         );
-        let unsubscribed = eventually(Duration::from_secs(5), || async {
-            client.stats().channels == 0
-        })
-        .await;
-        assert!(
-            unsubscribed,
-            "a subscription was left behind: {:?}",
-            client.stats()
-        );
+        assert_client_unsubscribed(client).await;
     }
-    let gone = eventually(Duration::from_secs(5), || {
-        let mut conn = conn.clone();
-        async move { server_channels(&mut conn, name).await == 0 }
-    })
-    .await;
-    assert!(gone, "the server still has a subscription for {name}");
+    assert_server_unsubscribed(&conn, name).await;
 }
 
 #[tokio::test]
@@ -242,26 +220,10 @@ async fn requests_dropped_in_flight_are_undone_after_the_server_runs_them() {
     let mut conn = raw(&server).await;
     let name = unique("fair-in-flight");
     let lock = client.fair_lock(&name).with_owner(Owner::unique());
-    let pauser = conn.clone();
-    let pause = |ms: u64| {
-        let mut conn = pauser.clone();
-        async move {
-            let _: () = redis::cmd("CLIENT")
-                .arg("PAUSE")
-                .arg(ms)
-                .arg("ALL")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-        }
-    };
 
     // A fresh acquire of a free lock (it would be granted), dropped in flight.
-    pause(300).await;
     assert!(
-        tokio::time::timeout(Duration::from_millis(50), lock.lock())
-            .await
-            .is_err(),
+        dropped_in_flight(&mut conn, lock.lock()).await,
         "the acquire should still be waiting for the paused server"
     );
     client.wait_idle().await;
@@ -275,12 +237,7 @@ async fn requests_dropped_in_flight_are_undone_after_the_server_runs_them() {
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    pause(300).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), lock.lock())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, lock.lock()).await);
     client.wait_idle().await;
     assert!(
         lock.queue().await.unwrap().is_empty(),
@@ -290,12 +247,7 @@ async fn requests_dropped_in_flight_are_undone_after_the_server_runs_them() {
     // A re-entry, dropped the same way: the count is what the guards account for.
     holder.unlock().await.unwrap();
     let g1 = lock.lock().await.unwrap();
-    pause(300).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), lock.lock())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, lock.lock()).await);
     client.wait_idle().await;
     assert_eq!(
         lock.hold_count().await.unwrap(),

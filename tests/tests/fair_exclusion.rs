@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
 use keylatch::{DistributedLock, FairLock};
-use keylatch_tests::{client, raw, server, unique};
+use keylatch_tests::{
+    client, increments_under, raw, send_static, send_sync_static, server, unique,
+};
 
 const TASKS: usize = 8;
 const ITERATIONS: u64 = 100;
@@ -17,35 +19,17 @@ async fn eight_tasks_on_two_clients_never_overlap() {
     let clients = [client(&server).await, client(&server).await];
     let name = unique("fair-exclusion");
     let counter = format!("{name}:counter");
-    let mut tasks = Vec::new();
-    for i in 0..TASKS {
-        let lock = clients[i % 2].fair_lock(&name);
-        let mut conn = raw(&server).await;
-        let counter = counter.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ITERATIONS {
-                let guard = lock.lock().await.expect("lock");
-                let value: Option<u64> = conn.get(&counter).await.expect("get");
-                tokio::task::yield_now().await;
-                let _: () = conn
-                    .set(&counter, value.unwrap_or(0) + 1)
-                    .await
-                    .expect("set");
-                guard.unlock().await.expect("unlock");
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("task");
-    }
-    let mut conn = raw(&server).await;
-    let total: u64 = conn.get(&counter).await.expect("get");
+    let locks: Vec<_> = (0..TASKS)
+        .map(|i| clients[i % 2].fair_lock(&name))
+        .collect();
+    let total = increments_under(&server, locks, &counter, ITERATIONS).await;
     println!("{TASKS} tasks x {ITERATIONS} iterations under the fair lock: counter = {total}");
     assert_eq!(
         total,
         TASKS as u64 * ITERATIONS,
         "an increment was lost: two holders overlapped"
     );
+    let mut conn = raw(&server).await;
     for key in [
         name.clone(),
         format!("redisson_lock_queue:{{{name}}}"),
@@ -58,9 +42,6 @@ async fn eight_tasks_on_two_clients_never_overlap() {
         assert_eq!(c.stats().watchdog.holds, 0);
     }
 }
-
-fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
-fn send_static<T: Send + 'static>(_: &T) {}
 
 #[test]
 fn handle_and_waiter_are_send_sync_static() {

@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use keylatch::redis::{self, AsyncCommands};
+use keylatch::redis::AsyncCommands;
 use keylatch::{Error, FairLock, LockGuard, Owner};
-use keylatch_tests::{client, client_with, eventually, raw, server, unique};
+use keylatch_tests::{
+    client, client_with, eventually, fair_waiter, pubsub, queue_ids, raw, server, server_ms, unique,
+};
 use tokio::task::JoinHandle;
 
 const SLOW_POLL: Duration = Duration::from_secs(60);
@@ -19,44 +21,17 @@ fn timeout_key(name: &str) -> String {
     format!("redisson_lock_timeout:{{{name}}}")
 }
 
-/// A waiter with its own owner, and its id.
-fn waiter(client: &keylatch::Client, name: &str, timeout: Duration) -> (FairLock, String) {
-    let owner = Owner::unique();
-    let id = client.owner_id(owner).to_string();
-    (
-        client
-            .fair_lock(name)
-            .with_owner(owner)
-            .with_waiter_timeout(timeout),
-        id,
-    )
-}
-
 fn spawn_lock(lock: &FairLock) -> JoinHandle<keylatch::Result<LockGuard>> {
     let lock = lock.clone();
     tokio::spawn(async move { lock.lock().await })
 }
 
-async fn queued_ids(lock: &FairLock) -> Vec<String> {
-    lock.queue()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|w| w.id)
-        .collect()
-}
-
 async fn wait_for_queue(lock: &FairLock, ids: &[&str]) {
     let ok = eventually(Duration::from_secs(5), || async {
-        queued_ids(lock).await == ids
+        queue_ids(lock).await == ids
     })
     .await;
-    assert!(ok, "queue {:?}, expected {ids:?}", queued_ids(lock).await);
-}
-
-async fn server_now_ms(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
-    secs * 1000 + micros / 1000
+    assert!(ok, "queue {:?}, expected {ids:?}", queue_ids(lock).await);
 }
 
 #[tokio::test]
@@ -66,11 +41,7 @@ async fn queue_zset_channels_and_messages_match_redisson() {
     let waiters = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
     let name = unique("fair-layout");
     let mut conn = raw(&server).await;
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
+    let mut pubsub = pubsub(&server).await;
     pubsub
         .psubscribe(format!("redisson_lock__channel:{{{name}}}*"))
         .await
@@ -87,8 +58,8 @@ async fn queue_zset_channels_and_messages_match_redisson() {
     assert!((19_000..=20_000).contains(&pttl), "pttl {pttl}");
 
     let timeout = Duration::from_secs(2);
-    let (first, first_id) = waiter(&waiters, &name, timeout);
-    let (second, second_id) = waiter(&waiters, &name, timeout);
+    let (first, first_id) = fair_waiter(&waiters, &name, timeout);
+    let (second, second_id) = fair_waiter(&waiters, &name, timeout);
     let first_wait = spawn_lock(&first);
     wait_for_queue(&first, &[&first_id]).await;
     let second_wait = spawn_lock(&second);
@@ -96,7 +67,7 @@ async fn queue_zset_channels_and_messages_match_redisson() {
 
     let listed: Vec<String> = conn.lrange(queue_key(&name), 0, -1).await.unwrap();
     assert_eq!(listed, vec![first_id.clone(), second_id.clone()]);
-    let now = server_now_ms(&mut conn).await;
+    let now = server_ms(&mut conn).await;
     for id in [&first_id, &second_id] {
         let deadline: f64 = conn.zscore(timeout_key(&name), id).await.unwrap();
         let left = deadline as i64 - now;
@@ -170,12 +141,12 @@ async fn try_lock_never_queues_and_never_overtakes() {
     let client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
     let name = unique("fair-try");
     let mut conn = raw(&server).await;
-    let (holder_lock, _) = waiter(&client, &name, Duration::from_secs(5));
+    let (holder_lock, _) = fair_waiter(&client, &name, Duration::from_secs(5));
     let holder = holder_lock
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    let (other, _) = waiter(&client, &name, Duration::from_secs(5));
+    let (other, _) = fair_waiter(&client, &name, Duration::from_secs(5));
     for _ in 0..20 {
         assert!(other.try_lock().await.unwrap().is_none());
     }
@@ -184,7 +155,7 @@ async fn try_lock_never_queues_and_never_overtakes() {
     assert_eq!(client.stats().watchdog.holds, 1, "only the holder");
 
     // The lock free but someone queued: a newcomer's try_lock does not barge in.
-    let (queued, queued_id) = waiter(&client, &name, Duration::from_secs(5));
+    let (queued, queued_id) = fair_waiter(&client, &name, Duration::from_secs(5));
     let waiting = spawn_lock(&queued);
     wait_for_queue(&queued, &[&queued_id]).await;
     // Free the lock without waking anyone (as if the lease ran out).
@@ -195,7 +166,7 @@ async fn try_lock_never_queues_and_never_overtakes() {
         other.try_lock().await.unwrap().is_none(),
         "overtook the queue"
     );
-    assert_eq!(queued_ids(&queued).await, vec![queued_id.clone()]);
+    assert_eq!(queue_ids(&queued).await, vec![queued_id.clone()]);
     // The head takes it (its wait is bounded by the holder's lease or the fallback poll; a
     // nudge through force_unlock wakes it now).
     assert!(!queued.force_unlock().await.unwrap());
@@ -236,7 +207,7 @@ async fn reentrancy_fencing_and_force_unlock() {
     assert!(lock.remaining_ttl().await.unwrap().is_some());
 
     // Someone queues; force_unlock frees the lock and wakes them.
-    let (waiting_lock, waiting_id) = waiter(&other, &name, Duration::from_secs(5));
+    let (waiting_lock, waiting_id) = fair_waiter(&other, &name, Duration::from_secs(5));
     let waiting = spawn_lock(&waiting_lock);
     wait_for_queue(&lock, &[&waiting_id]).await;
     assert!(lock.force_unlock().await.unwrap());

@@ -1,30 +1,18 @@
 //! Waiter liveness: a waiter whose process is killed is evicted after its waiter timeout and
 //! the queue moves on in order; a live waiter keeps its place however long it waits; a waiter
 //! that gives up (timed out or cancelled) leaves at once and the next one inherits no delay.
-use std::process::Stdio;
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch::{FairLock, LockGuard, Owner};
-use keylatch_tests::{client_with, eventually, raw, server, unique};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use keylatch::{FairLock, LockGuard};
+use keylatch_tests::{
+    client_with, eventually, fair_waiter, queue_ids, raw, server, spawn_reporting, unique,
+};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// Fallback poll long enough that only wake-ups and the queue's own bounds move a waiter.
 const SLOW_POLL: Duration = Duration::from_secs(60);
-
-fn waiter(client: &keylatch::Client, name: &str, timeout: Duration) -> (FairLock, String) {
-    let owner = Owner::unique();
-    let id = client.owner_id(owner).to_string();
-    (
-        client
-            .fair_lock(name)
-            .with_owner(owner)
-            .with_waiter_timeout(timeout),
-        id,
-    )
-}
 
 /// Starts `lock.lock()` and returns when the waiter is in the queue.
 async fn queue_up(lock: &FairLock, id: &str) -> JoinHandle<(keylatch::Result<LockGuard>, Instant)> {
@@ -43,15 +31,6 @@ async fn queue_up(lock: &FairLock, id: &str) -> JoinHandle<(keylatch::Result<Loc
     waiting
 }
 
-async fn ids(lock: &FairLock) -> Vec<String> {
-    lock.queue()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|w| w.id)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_waiter_process_is_evicted_and_the_queue_moves_on_in_order() {
     const WAITER_TIMEOUT: Duration = Duration::from_secs(1);
@@ -67,39 +46,34 @@ async fn killed_waiter_process_is_evicted_and_the_queue_moves_on_in_order() {
         .unwrap();
 
     // First in line: a waiter in another process.
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keylatch-test-fair-waiter"))
-        .args([
+    let (mut child, line) = spawn_reporting(
+        env!("CARGO_BIN_EXE_keylatch-test-fair-waiter"),
+        &[
             server.url(),
             name.clone(),
             WAITER_TIMEOUT.as_millis().to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("the waiter process reports within 20 s")
-        .unwrap()
-        .unwrap_or_default();
+        ],
+        "the waiter process",
+    )
+    .await;
+    let line = line.unwrap_or_default();
     let child_id = line
         .strip_prefix("queued ")
         .expect("queued <id>")
         .to_owned();
 
-    let (second, second_id) = waiter(&b, &name, WAITER_TIMEOUT);
-    let (third, third_id) = waiter(&c, &name, WAITER_TIMEOUT);
+    let (second, second_id) = fair_waiter(&b, &name, WAITER_TIMEOUT);
+    let (third, third_id) = fair_waiter(&c, &name, WAITER_TIMEOUT);
     let second_wait = queue_up(&second, &second_id).await;
     let third_wait = queue_up(&third, &third_id).await;
     assert_eq!(
-        ids(&second).await,
+        queue_ids(&second).await,
         vec![child_id.clone(), second_id.clone(), third_id.clone()]
     );
     // The child refreshes its place: after two waiter timeouts it is still first.
     tokio::time::sleep(WAITER_TIMEOUT * 2).await;
     assert_eq!(
-        ids(&second).await[0],
+        queue_ids(&second).await[0],
         child_id,
         "a live waiter lost its place"
     );
@@ -124,7 +98,7 @@ async fn killed_waiter_process_is_evicted_and_the_queue_moves_on_in_order() {
     );
     assert!(!third_wait.is_finished(), "the third overtook the second");
     assert_eq!(
-        ids(&third).await,
+        queue_ids(&third).await,
         vec![third_id.clone()],
         "the dead waiter was evicted"
     );
@@ -161,8 +135,8 @@ async fn live_waiter_keeps_its_place_for_three_waiter_timeouts() {
     // The head waits on the holder's 30 s lease and a 60 s poll: it does not retry on its own,
     // so only the refresh keeps its deadline. The second retries at each deadline of the head
     // and would evict it the moment it passed.
-    let (first, first_id) = waiter(&b, &name, WAITER_TIMEOUT);
-    let (second, second_id) = waiter(&c, &name, WAITER_TIMEOUT);
+    let (first, first_id) = fair_waiter(&b, &name, WAITER_TIMEOUT);
+    let (second, second_id) = fair_waiter(&c, &name, WAITER_TIMEOUT);
     let first_wait = queue_up(&first, &first_id).await;
     let second_wait = queue_up(&second, &second_id).await;
     let renewed_before = b.stats().watchdog.renewed_keys;
@@ -216,8 +190,8 @@ async fn waiters_that_give_up_leave_at_once_and_pass_on_no_delay() {
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    let (impatient, impatient_id) = waiter(&b, &name, WAITER_TIMEOUT);
-    let (patient, patient_id) = waiter(&a, &name, WAITER_TIMEOUT);
+    let (impatient, impatient_id) = fair_waiter(&b, &name, WAITER_TIMEOUT);
+    let (patient, patient_id) = fair_waiter(&a, &name, WAITER_TIMEOUT);
     let timed_out = tokio::spawn({
         let impatient = impatient.clone();
         async move {
@@ -227,14 +201,14 @@ async fn waiters_that_give_up_leave_at_once_and_pass_on_no_delay() {
         }
     });
     let queued = eventually(Duration::from_secs(5), || async {
-        ids(&patient).await == vec![impatient_id.clone()]
+        queue_ids(&patient).await == vec![impatient_id.clone()]
     })
     .await;
     assert!(queued);
     let patient_wait = queue_up(&patient, &patient_id).await;
     assert!(timed_out.await.unwrap().unwrap().is_none());
     assert_eq!(
-        ids(&patient).await,
+        queue_ids(&patient).await,
         vec![patient_id.clone()],
         "the timed-out wait is still queued"
     );
@@ -258,8 +232,8 @@ async fn waiters_that_give_up_leave_at_once_and_pass_on_no_delay() {
     let _: () = conn.hset(&name, "someone-else:1", 1).await.unwrap();
     let _: () = conn.pexpire(&name, lease.as_millis() as i64).await.unwrap();
     let leased_at = Instant::now();
-    let (first, first_id) = waiter(&b, &name, WAITER_TIMEOUT);
-    let (second, second_id) = waiter(&a, &name, WAITER_TIMEOUT);
+    let (first, first_id) = fair_waiter(&b, &name, WAITER_TIMEOUT);
+    let (second, second_id) = fair_waiter(&a, &name, WAITER_TIMEOUT);
     let first_wait = queue_up(&first, &first_id).await;
     let second_wait = queue_up(&second, &second_id).await;
     // Let the second settle into its sleep (subscribed, second attempt done: it sleeps until
@@ -274,13 +248,13 @@ async fn waiters_that_give_up_leave_at_once_and_pass_on_no_delay() {
     first_wait.abort();
     let _ = first_wait.await;
     let left = eventually(Duration::from_secs(2), || async {
-        ids(&second).await == vec![second_id.clone()]
+        queue_ids(&second).await == vec![second_id.clone()]
     })
     .await;
     assert!(
         left,
         "the cancelled wait is still queued: {:?}",
-        ids(&second).await
+        queue_ids(&second).await
     );
     let (guard, acquired) = tokio::time::timeout(Duration::from_secs(8), second_wait)
         .await

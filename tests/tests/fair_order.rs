@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use keylatch::redis::{self, AsyncCommands};
+use keylatch::redis::AsyncCommands;
 use keylatch::{FairLock, Owner};
-use keylatch_tests::{client_with, eventually, raw, server, unique};
+use keylatch_tests::{client_with, eventually, pubsub, raw, server, unique};
 
 const SLOW_POLL: Duration = Duration::from_secs(60);
 
@@ -122,11 +122,7 @@ async fn each_release_wakes_the_head_only() {
     ];
     let name = unique("fair-wake-head");
     let prefix = format!("redisson_lock__channel:{{{name}}}");
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
+    let mut pubsub = pubsub(&server).await;
     pubsub.psubscribe(format!("{prefix}*")).await.unwrap();
     let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
     let collector = tokio::spawn({

@@ -2,23 +2,11 @@
 //! that delays, blackholes or drops replies, or the server restarts without persistence.
 use std::time::Duration;
 
+use keylatch::Error;
 use keylatch::redis::AsyncCommands;
-use keylatch::{Client, Config, Error};
 use keylatch_testkit::{Fault, FaultProxy};
-use keylatch_tests::{full, raw, server, unique};
+use keylatch_tests::{client_via, full, raw, server, unique};
 use tokio::time::Instant;
-
-async fn client_via(url: String, watchdog: Duration, response_timeout: Duration) -> Client {
-    let config = Config::builder()
-        .url(url)
-        .watchdog_timeout(watchdog)
-        .response_timeout(response_timeout)
-        .connect_timeout(Duration::from_millis(500))
-        .fallback_poll(Duration::from_millis(200))
-        .build()
-        .unwrap();
-    Client::connect_with(config).await.unwrap()
-}
 
 /// 4. A proxy delay below lease/3 for a long hold: the hold is never lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

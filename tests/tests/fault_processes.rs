@@ -42,6 +42,26 @@ async fn finish_all(workers: Vec<Worker>, within: Duration) -> Vec<Value> {
     events
 }
 
+/// A worker that takes the lock (watchdog 1 s) and holds it until it is killed.
+fn spawn_holder(
+    server: &keylatch_tests::RedisServer,
+    oracle: &keylatch_tests::RedisServer,
+    name: &str,
+) -> Worker {
+    Worker::spawn(
+        WORKER,
+        &args(
+            &[
+                ("url", server.url()),
+                ("oracle", oracle.url()),
+                ("name", name.to_owned()),
+                ("watchdog-ms", "1000".into()),
+            ],
+            &["hold-forever"],
+        ),
+    )
+}
+
 async fn oracle_counter(oracle: &keylatch_tests::RedisServer, name: &str) -> usize {
     let mut conn = raw(oracle).await;
     let value: Option<usize> = conn.get(format!("{name}:counter")).await.unwrap();
@@ -91,18 +111,7 @@ async fn s02_holder_sigkill() {
     let server = server();
     let oracle = keylatch_tests::server();
     let name = unique("s02");
-    let holder = Worker::spawn(
-        WORKER,
-        &args(
-            &[
-                ("url", server.url()),
-                ("oracle", oracle.url()),
-                ("name", name.clone()),
-                ("watchdog-ms", "1000".into()),
-            ],
-            &["hold-forever"],
-        ),
-    );
+    let holder = spawn_holder(&server, &oracle, &name);
     holder
         .wait_for(Duration::from_secs(20), |e| e["ev"] == "acquired")
         .await
@@ -133,18 +142,7 @@ async fn s03_holder_paused() {
     let oracle = keylatch_tests::server();
     let name = unique("s03");
     let lease = Duration::from_millis(1000);
-    let holder = Worker::spawn(
-        WORKER,
-        &args(
-            &[
-                ("url", server.url()),
-                ("oracle", oracle.url()),
-                ("name", name.clone()),
-                ("watchdog-ms", "1000".into()),
-            ],
-            &["hold-forever"],
-        ),
-    );
+    let holder = spawn_holder(&server, &oracle, &name);
     holder
         .wait_for(Duration::from_secs(20), |e| e["ev"] == "write")
         .await

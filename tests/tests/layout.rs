@@ -2,8 +2,8 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use keylatch::redis::{self, AsyncCommands};
-use keylatch_tests::{client, raw, server, unique};
+use keylatch::redis::AsyncCommands;
+use keylatch_tests::{client, pubsub, raw, server, unique};
 
 #[tokio::test]
 async fn hash_field_ttl_and_unlock_message_match_redisson() {
@@ -12,11 +12,7 @@ async fn hash_field_ttl_and_unlock_message_match_redisson() {
     let name = unique("layout");
     let mut conn = raw(&server).await;
 
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
+    let mut pubsub = pubsub(&server).await;
     pubsub
         .subscribe(format!("redisson_lock__channel:{{{name}}}"))
         .await

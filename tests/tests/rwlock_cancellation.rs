@@ -1,22 +1,13 @@
 //! Dropping a read or write acquire at any point leaves nothing behind: no hash, no per-hold
 //! key, no writer intent, no watchdog entry, no subscription (locally or on the server).
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use keylatch::Owner;
 use keylatch::redis::{self, AsyncCommands};
-use keylatch_tests::{RedisServer, client, eventually, raw, server, server_channels, unique};
-
-fn poll_once<F: Future>(fut: F) -> bool {
-    let mut fut = pin!(fut);
-    let waker = futures_util::task::noop_waker();
-    matches!(
-        fut.as_mut().poll(&mut Context::from_waker(&waker)),
-        Poll::Ready(_)
-    )
-}
+use keylatch_tests::{
+    RedisServer, Storm, Then, assert_client_unsubscribed, assert_server_unsubscribed, client,
+    dropped_in_flight, poll_once, raw, server, unique, unlock_after,
+};
 
 /// Every key of the lock: the hash `name` and the `{name}:…` keys (per-hold keys, intent).
 async fn lock_keys(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
@@ -36,31 +27,8 @@ async fn assert_clean(client: &keylatch::Client, server: &RedisServer, name: &st
         stats.watchdog.holds, 0,
         "a watchdog entry (hold or intent) was left behind"
     );
-    let unsubscribed = eventually(Duration::from_secs(5), || async {
-        client.stats().channels == 0
-    })
-    .await;
-    assert!(
-        unsubscribed,
-        "a subscription was left behind: {:?}",
-        client.stats()
-    );
-    let gone = eventually(Duration::from_secs(5), || {
-        let mut conn = conn.clone();
-        async move { server_channels(&mut conn, name).await == 0 }
-    })
-    .await;
-    assert!(gone, "the server still has a subscription for {name}");
-}
-
-async fn pause(conn: &mut redis::aio::MultiplexedConnection, ms: u64) {
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(ms)
-        .arg("ALL")
-        .query_async(conn)
-        .await
-        .unwrap();
+    assert_client_unsubscribed(client).await;
+    assert_server_unsubscribed(&conn, name).await;
 }
 
 #[tokio::test]
@@ -113,28 +81,16 @@ async fn read_timeout_storms_leave_nothing() {
     let other = keylatch_tests::client(&server).await;
     let name = unique("rw-read-storm");
     let rw = client.rw_lock(&name);
-    let (mut acquired, mut cancelled) = (0, 0);
+    let mut storm = Storm::default();
     // Uncontended: the drop lands before, during or after the acquire's round trip.
-    for i in 0..300u64 {
-        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.read()).await {
-            Ok(guard) => {
-                acquired += 1;
-                guard.unwrap().unlock().await.unwrap();
-            }
-            Err(_) => cancelled += 1,
-        }
-    }
+    storm
+        .run(300, Duration::ZERO, Then::Unlock, || rw.read())
+        .await;
     // Re-entrant: the owner already holds a read hold, so drops land on re-entries.
     let held = rw.read().await.unwrap();
-    for i in 0..200u64 {
-        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.read()).await {
-            Ok(guard) => {
-                acquired += 1;
-                drop(guard.unwrap());
-            }
-            Err(_) => cancelled += 1,
-        }
-    }
+    storm
+        .run(200, Duration::ZERO, Then::Drop, || rw.read())
+        .await;
     client.wait_idle().await;
     assert_eq!(
         rw.read_lock().hold_count().await.unwrap(),
@@ -150,22 +106,19 @@ async fn read_timeout_storms_leave_nothing() {
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    let release = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        writing.unlock().await.unwrap();
-    });
-    for i in 0..300u64 {
-        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.read()).await {
-            Ok(guard) => {
-                acquired += 1;
-                drop(guard.unwrap());
-            }
-            Err(_) => cancelled += 1,
-        }
-    }
+    let release = unlock_after(writing, Duration::from_millis(300));
+    storm
+        .run(300, Duration::ZERO, Then::Drop, || rw.read())
+        .await;
     release.await.unwrap();
-    println!("read storm: {acquired} acquired, {cancelled} cancelled");
-    assert!(cancelled > 0 && acquired > 0, "the storm missed an outcome");
+    println!(
+        "read storm: {} acquired, {} cancelled",
+        storm.acquired, storm.cancelled
+    );
+    assert!(
+        storm.cancelled > 0 && storm.acquired > 0,
+        "the storm missed an outcome"
+    );
     assert_clean(&client, &server, &name).await;
     assert_eq!(other.stats().watchdog.holds, 0);
 }
@@ -177,16 +130,14 @@ async fn write_timeout_storms_leave_nothing() {
     let other = keylatch_tests::client(&server).await;
     let name = unique("rw-write-storm");
     let rw = client.rw_lock(&name);
-    let (mut acquired, mut cancelled) = (0, 0);
-    for i in 0..300u64 {
-        match tokio::time::timeout(Duration::from_nanos(i * 5_000), rw.write()).await {
-            Ok(guard) => {
-                acquired += 1;
-                guard.unwrap().unlock().await.unwrap();
-            }
-            Err(_) => cancelled += 1,
-        }
-    }
+    let mut storm = Storm::default();
+    storm
+        .run(300, Duration::ZERO, Then::Unlock, || rw.write())
+        .await;
+    let Storm {
+        mut acquired,
+        mut cancelled,
+    } = storm;
     // Contended by a reader on another client: the writer records its intent, and drops land
     // before, while and after it is recorded.
     let mut conn = raw(&server).await;
@@ -199,10 +150,7 @@ async fn write_timeout_storms_leave_nothing() {
             .lock_with_lease(Duration::from_secs(30))
             .await
             .unwrap();
-        let release = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            reading.unlock().await.unwrap();
-        });
+        let release = unlock_after(reading, Duration::from_millis(300));
         for i in 0..300u64 {
             let wait = Duration::from_nanos(i * 5_000 + round * 1_000_000);
             match tokio::time::timeout(wait, rw.write()).await {
@@ -260,7 +208,6 @@ async fn acquires_dropped_in_flight_are_undone_after_the_server_runs_them() {
 
     // A fresh read, then a fresh write, dropped while the server is paused.
     for write in [false, true] {
-        pause(&mut conn, 300).await;
         let fut = async {
             if write {
                 rw.write().await
@@ -268,8 +215,10 @@ async fn acquires_dropped_in_flight_are_undone_after_the_server_runs_them() {
                 rw.read().await
             }
         };
-        let dropped = tokio::time::timeout(Duration::from_millis(50), fut).await;
-        assert!(dropped.is_err(), "the paused server answered");
+        assert!(
+            dropped_in_flight(&mut conn, fut).await,
+            "the paused server answered"
+        );
         client.wait_idle().await;
         let left = lock_keys(&mut conn, &name).await;
         assert!(left.is_empty(), "the dropped acquire left {left:?}");
@@ -280,24 +229,14 @@ async fn acquires_dropped_in_flight_are_undone_after_the_server_runs_them() {
     // for, and so do the per-hold keys.
     let r1 = rw.read().await.unwrap();
     let r2 = rw.read().await.unwrap();
-    pause(&mut conn, 300).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), rw.read())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, rw.read()).await);
     client.wait_idle().await;
     assert_eq!(rw.read_lock().hold_count().await.unwrap(), 2);
     let holds: Vec<String> = conn.keys(format!("{{{name}}}:*")).await.unwrap();
     assert_eq!(holds.len(), 2, "{holds:?}");
 
     // A read unlock dropped in flight still releases exactly once.
-    pause(&mut conn, 300).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), r2.unlock())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, r2.unlock()).await);
     client.wait_idle().await;
     assert_eq!(rw.read_lock().hold_count().await.unwrap(), 1);
     r1.unlock().await.unwrap();
@@ -310,12 +249,7 @@ async fn acquires_dropped_in_flight_are_undone_after_the_server_runs_them() {
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    pause(&mut conn, 300).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), rw.write())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, rw.write()).await);
     client.wait_idle().await;
     let intent: bool = conn
         .exists(format!("{{{name}}}:write_intent"))

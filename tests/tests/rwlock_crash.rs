@@ -1,13 +1,11 @@
 //! A reader whose process dies without unlocking: its holds expire after their lease, even
 //! while other readers keep the lock (the watchdog renews only its own client's read holds),
 //! and a writer gets in.
-use std::process::Stdio;
 use std::time::Duration;
 
 use keylatch::Owner;
 use keylatch::redis::AsyncCommands;
-use keylatch_tests::{client_with, eventually, raw, server, unique};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use keylatch_tests::{client_with, eventually, raw, server, spawn_reporting, unique};
 use tokio::time::Instant;
 
 /// The crashed reader's watchdog timeout, i.e. its lease.
@@ -19,23 +17,18 @@ async fn start_reader(
     name: &str,
     holds: u32,
 ) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keylatch-test-rw-reader"))
-        .args([
+    let (child, line) = spawn_reporting(
+        env!("CARGO_BIN_EXE_keylatch-test-rw-reader"),
+        &[
             server.url(),
             name.to_owned(),
             LEASE.as_millis().to_string(),
             holds.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("the reader reports within 20 s")
-        .unwrap()
-        .expect("a line");
+        ],
+        "the reader",
+    )
+    .await;
+    let line = line.expect("a line");
     let owner = line.strip_prefix("locked ").expect("`locked <owner>`");
     (child, owner.to_owned())
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use keylatch::redis::{self, AsyncCommands};
 use keylatch::{Error, MAX_LEASE, MAX_NAME_LEN, Owner};
-use keylatch_tests::{client, eventually, keyspace, raw, server, unique};
+use keylatch_tests::{client, eventually, invalid_leases, keyspace, pubsub, raw, server, unique};
 
 type Conn = redis::aio::MultiplexedConnection;
 
@@ -162,11 +162,7 @@ async fn messages_on_the_rwlock_channel() {
     let channel = format!("redisson_rwlock:{{{name}}}");
     let rw = client.rw_lock(&name).with_owner(Owner::unique());
     assert_eq!(rw.channel(), channel);
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
+    let mut pubsub = pubsub(&server).await;
     pubsub.subscribe(&channel).await.unwrap();
 
     // Last reader gone: `0`. A re-entered reader publishes only on its last release.
@@ -310,11 +306,7 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
         }
     }
     let rw = client.rw_lock(&unique("rw-lease"));
-    for lease in [
-        Duration::ZERO,
-        Duration::from_micros(10),
-        MAX_LEASE + Duration::from_secs(1),
-    ] {
+    for lease in invalid_leases() {
         let err = rw.read_lock().lock_with_lease(lease).await.unwrap_err();
         assert!(matches!(err, Error::InvalidLease { .. }), "{err:?}");
         let err = rw.write_lock().lock_with_lease(lease).await.unwrap_err();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use keylatch::redis::{self, AsyncCommands};
 use keylatch::{DistributedLock, Error, LockGuard, Owner, RwLock};
-use keylatch_tests::{client, keyspace, raw, server, unique};
+use keylatch_tests::{client, keyspace, raw, send_static, send_sync_static, server, unique};
 
 /// A bound for things that must not hang; never a speed requirement.
 const NO_HANG: Duration = Duration::from_secs(5);
@@ -284,8 +284,6 @@ async fn force_unlock_follows_the_mode() {
     assert!(left.is_empty(), "force unlock left {left:?}");
 }
 
-fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
-fn send_static<T: Send + 'static>(_: &T) {}
 fn send<T: Send>(_: &T) {}
 
 #[tokio::test]

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch::{AcquireOptions, DistributedLock, Error, MAX_LEASE, MAX_NAME_LEN};
-use keylatch_tests::{client, keyspace, raw, server, unique};
+use keylatch::{AcquireOptions, DistributedLock, Error, MAX_NAME_LEN};
+use keylatch_tests::{
+    client, invalid_leases, keyspace, raw, send_static, send_sync_static, server, unique,
+};
 
 const MAX_PERMITS: u32 = i32::MAX as u32;
 
@@ -136,11 +138,7 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
     );
 
     // Leases.
-    for lease in [
-        Duration::ZERO,
-        Duration::from_micros(10),
-        MAX_LEASE + Duration::from_secs(1),
-    ] {
+    for lease in invalid_leases() {
         let lease_err = |err: Error| {
             assert!(
                 matches!(err, Error::InvalidLease { .. }),
@@ -235,9 +233,6 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
     client.wait_idle().await;
     assert_eq!(client.stats().watchdog.holds, 0);
 }
-
-fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
-fn send_static<T: Send + 'static>(_: &T) {}
 
 #[tokio::test]
 async fn handles_permits_and_futures_cross_tasks() {

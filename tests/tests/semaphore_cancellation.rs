@@ -4,30 +4,22 @@
 //! undone (an acquire) or finished exactly once (a release), also when the server runs it
 //! after the drop, and when its reply is lost.
 use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use keylatch::redis::{self, AsyncCommands};
-use keylatch::{Client, Config, DistributedLock};
+use keylatch::redis::AsyncCommands;
+use keylatch::{Client, DistributedLock};
 use keylatch_testkit::{Fault, FaultProxy, RedisServer};
-use keylatch_tests::{command_calls, eventually, raw, server, server_channels, unique};
+use keylatch_tests::{
+    assert_client_unsubscribed, assert_server_unsubscribed, client_via, command_calls,
+    dropped_in_flight, eventually, poll_once, raw, server, unique,
+};
 
 const TOTAL: u32 = 3;
+/// The clients' watchdog timeout (the default).
+const WATCHDOG: Duration = Duration::from_secs(30);
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(300);
 /// The request window of a client with that response timeout (3 × it + 1 s).
 const WINDOW: Duration = Duration::from_millis(1900);
-
-async fn client_at(url: String, response_timeout: Duration) -> Client {
-    let config = Config::builder()
-        .url(url)
-        .response_timeout(response_timeout)
-        .connect_timeout(Duration::from_millis(500))
-        .fallback_poll(Duration::from_millis(200))
-        .build()
-        .unwrap();
-    Client::connect_with(config).await.unwrap()
-}
 
 /// Bounds a wait that only ends if permits come back: a leak fails the test instead of
 /// hanging it.
@@ -35,27 +27,6 @@ async fn bounded<F: Future>(fut: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(10), fut)
         .await
         .expect("waited 10 s for permits that never came back")
-}
-
-/// Polls once and drops the future; returns its output if that one poll completed it (on
-/// loopback a reply can arrive within the first poll).
-fn poll_once<F: Future>(fut: F) -> Option<F::Output> {
-    let mut fut = pin!(fut);
-    let waker = futures_util::task::noop_waker();
-    match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
-        Poll::Ready(output) => Some(output),
-        Poll::Pending => None,
-    }
-}
-
-async fn pause(conn: &mut redis::aio::MultiplexedConnection, ms: u64) {
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(ms)
-        .arg("ALL")
-        .query_async(conn)
-        .await
-        .unwrap();
 }
 
 /// Every key whose name contains `name`, sorted.
@@ -75,22 +46,9 @@ async fn assert_clean(client: &Client, server: &RedisServer, name: &str, expecte
         0,
         "a watchdog entry was left"
     );
-    let unsubscribed = eventually(Duration::from_secs(5), || async {
-        client.stats().channels == 0
-    })
-    .await;
-    assert!(
-        unsubscribed,
-        "a subscription was left: {:?}",
-        client.stats()
-    );
+    assert_client_unsubscribed(client).await;
     let mut conn = raw(server).await;
-    let gone = eventually(Duration::from_secs(5), || {
-        let mut conn = conn.clone();
-        async move { server_channels(&mut conn, name).await == 0 }
-    })
-    .await;
-    assert!(gone, "the server still has a subscription for {name}");
+    assert_server_unsubscribed(&conn, name).await;
     // Request markers carry a TTL of the request window.
     let markers: Vec<String> = conn.keys(format!("*{name}*:req:*")).await.unwrap();
     for marker in &markers {
@@ -111,7 +69,7 @@ async fn assert_clean(client: &Client, server: &RedisServer, name: &str, expecte
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poll_once_then_drop_leaves_every_permit_in_place() {
     let server = server();
-    let client = client_at(server.url(), RESPONSE_TIMEOUT).await;
+    let client = client_via(server.url(), WATCHDOG, RESPONSE_TIMEOUT).await;
     let name = unique("sem-poll-once");
     let semaphore = client.semaphore(&name);
     semaphore.try_set_permits(TOTAL).await.unwrap();
@@ -181,8 +139,8 @@ async fn poll_once_then_drop_leaves_every_permit_in_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_storms_leave_nothing_behind() {
     let server = server();
-    let client = client_at(server.url(), RESPONSE_TIMEOUT).await;
-    let other = client_at(server.url(), RESPONSE_TIMEOUT).await;
+    let client = client_via(server.url(), WATCHDOG, RESPONSE_TIMEOUT).await;
+    let other = client_via(server.url(), WATCHDOG, RESPONSE_TIMEOUT).await;
     let name = unique("sem-storm");
     let semaphore = client.semaphore(&name);
     semaphore.try_set_permits(TOTAL).await.unwrap();
@@ -334,16 +292,14 @@ async fn timeout_storms_leave_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
     let server = server();
-    let client = client_at(server.url(), Duration::from_secs(5)).await;
+    let client = client_via(server.url(), WATCHDOG, Duration::from_secs(5)).await;
     let mut conn = raw(&server).await;
     let name = unique("sem-in-flight");
     let semaphore = client.semaphore(&name);
     semaphore.try_set_permits(TOTAL).await.unwrap();
 
-    pause(&mut conn, 300).await;
-    let dropped = tokio::time::timeout(Duration::from_millis(50), semaphore.acquire_many(2)).await;
     assert!(
-        dropped.is_err(),
+        dropped_in_flight(&mut conn, semaphore.acquire_many(2)).await,
         "the acquire should wait for the paused server"
     );
     client.wait_idle().await;
@@ -354,10 +310,8 @@ async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
     );
 
     bounded(semaphore.acquire()).await.unwrap();
-    pause(&mut conn, 300).await;
-    let dropped = tokio::time::timeout(Duration::from_millis(50), semaphore.release(1)).await;
     assert!(
-        dropped.is_err(),
+        dropped_in_flight(&mut conn, semaphore.release(1)).await,
         "the release should wait for the paused server"
     );
     client.wait_idle().await;
@@ -368,12 +322,7 @@ async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
     );
 
     let guard = bounded(semaphore.as_lock().lock()).await.unwrap();
-    pause(&mut conn, 300).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), guard.unlock())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, guard.unlock()).await);
     client.wait_idle().await;
     assert_eq!(
         semaphore.available_permits().await.unwrap(),
@@ -383,13 +332,13 @@ async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
     let xname = unique("xsem-in-flight");
     let xsemaphore = client.permit_expirable_semaphore(&xname);
     xsemaphore.try_set_permits(TOTAL).await.unwrap();
-    pause(&mut conn, 300).await;
-    let dropped = tokio::time::timeout(
-        Duration::from_millis(50),
-        xsemaphore.acquire_many(2, keylatch::AcquireOptions::new()),
-    )
-    .await;
-    assert!(dropped.is_err());
+    assert!(
+        dropped_in_flight(
+            &mut conn,
+            xsemaphore.acquire_many(2, keylatch::AcquireOptions::new())
+        )
+        .await
+    );
     client.wait_idle().await;
     assert_eq!(
         xsemaphore.available_permits().await.unwrap(),
@@ -398,12 +347,7 @@ async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
     assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 0);
 
     let permit = bounded(xsemaphore.acquire()).await.unwrap();
-    pause(&mut conn, 300).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(50), permit.release())
-            .await
-            .is_err()
-    );
+    assert!(dropped_in_flight(&mut conn, permit.release()).await);
     client.wait_idle().await;
     assert_eq!(
         xsemaphore.available_permits().await.unwrap(),
@@ -419,7 +363,7 @@ async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
 async fn lost_replies_neither_leak_nor_double_permits() {
     let server = server();
     let proxy = FaultProxy::start(server.port()).unwrap();
-    let client = client_at(proxy.url(), Duration::from_millis(200)).await;
+    let client = client_via(proxy.url(), WATCHDOG, Duration::from_millis(200)).await;
     let name = unique("sem-lost-reply");
     let xname = unique("xsem-lost-reply");
     let semaphore = client.semaphore(&name);

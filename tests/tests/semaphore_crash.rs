@@ -1,12 +1,10 @@
 //! A crashed holder (a child process SIGKILLed): the permit-expirable semaphore's permit comes
 //! back within its lease + 1 s; the plain semaphore's permit does not come back at all (its
 //! permits are not owned and never expire — documented on `Semaphore`).
-use std::process::Stdio;
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch_tests::{client, raw, server, unique};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use keylatch_tests::{client, raw, server, spawn_reporting, unique};
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
 
@@ -15,23 +13,18 @@ async fn spawn_holder(
     name: &str,
     kind: &str,
 ) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keylatch-test-permit-holder"))
-        .args([
+    let (child, line) = spawn_reporting(
+        env!("CARGO_BIN_EXE_keylatch-test-permit-holder"),
+        &[
             server.url(),
             name.to_owned(),
             WATCHDOG.as_millis().to_string(),
             kind.to_owned(),
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("the holder reports within 20 s")
-        .unwrap()
-        .expect("the holder printed a line");
+        ],
+        "the holder",
+    )
+    .await;
+    let line = line.expect("the holder printed a line");
     let id = line
         .strip_prefix("acquired ")
         .unwrap_or_else(|| panic!("unexpected line {line:?}"))

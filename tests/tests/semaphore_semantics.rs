@@ -6,13 +6,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use keylatch::redis::{self, AsyncCommands};
 use keylatch::{DistributedLock, Error};
-use keylatch_tests::{client, client_with, raw, server, unique};
-
-/// The server's clock in ms.
-async fn server_ms(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
-    secs * 1000 + micros / 1000
-}
+use keylatch_tests::{client, client_with, pubsub, raw, server, server_ms, unique};
 
 async fn next_message(
     messages: &mut (impl futures_util::Stream<Item = redis::Msg> + Unpin),
@@ -34,11 +28,7 @@ async fn plain_layout_and_messages_are_redissons() {
     let name = unique("sem-layout");
     let channel = format!("redisson_sc:{{{name}}}");
     let mut conn = raw(&server).await;
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
+    let mut pubsub = pubsub(&server).await;
     pubsub.subscribe(&channel).await.unwrap();
     let mut messages = pubsub.on_message();
     let semaphore = client.semaphore(&name);
@@ -114,11 +104,7 @@ async fn expirable_layout_is_redissons_plus_the_total() {
     assert_eq!(semaphore.timeout_key(), format!("{{{name}}}:timeout"));
     assert_eq!(semaphore.total_key(), format!("{{{name}}}:permits"));
     assert_eq!(semaphore.channel(), format!("redisson_sc:{{{name}}}"));
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
+    let mut pubsub = pubsub(&server).await;
     pubsub.subscribe(semaphore.channel()).await.unwrap();
     let mut messages = pubsub.on_message();
 

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use keylatch::redis::{self, AsyncCommands};
 use keylatch_tests::{
-    client_with, command_calls, eventually, raw, server, server_channels, unique,
+    client_with, command_calls, eventually, kill_pubsub_and_await_reconnect, raw, server,
+    server_channels, unique,
 };
 
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -107,19 +108,7 @@ async fn waiter_survives_a_killed_pubsub_connection() {
     assert!(subscribed, "{:?}", waiter.stats());
 
     let mut conn = raw(&server).await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(killed >= 1, "no pub/sub connection was killed");
-    let reconnected = eventually(Duration::from_secs(5), || async {
-        waiter.stats().hub_reconnects >= 1 && waiter.hub().is_connected()
-    })
-    .await;
-    assert!(reconnected, "the hub did not reconnect");
+    kill_pubsub_and_await_reconnect(&mut conn, &waiter).await;
     let resubscribed = eventually(Duration::from_secs(5), || {
         let mut conn = conn.clone();
         let (name, xname) = (name.clone(), xname.clone());

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use keylatch::redis;
-use keylatch_tests::{client_with, eventually, raw, server, unique};
+use keylatch_tests::{
+    client_with, eventually, kill_pubsub_and_await_reconnect, raw, server, unique,
+};
 
 const LEASE: Duration = Duration::from_secs(10);
 // A fallback poll longer than the lease: only a message can wake the waiter early.
@@ -46,19 +48,7 @@ async fn waiter_survives_a_killed_pubsub_connection() {
     .await;
     assert!(waiter_subscribed);
     let mut conn = raw(&server).await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(killed >= 1, "no pub/sub connection was killed");
-    let reconnected = eventually(Duration::from_secs(5), || async {
-        waiter.stats().hub_reconnects >= 1 && waiter.hub().is_connected()
-    })
-    .await;
-    assert!(reconnected, "the hub did not reconnect");
+    kill_pubsub_and_await_reconnect(&mut conn, &waiter).await;
     // Resubscribed: the channel is back on the server.
     let resubscribed = eventually(Duration::from_secs(5), || {
         let mut conn = conn.clone();

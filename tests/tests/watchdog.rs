@@ -1,11 +1,9 @@
 //! The watchdog keeps a hold alive while its guard lives, stops at unlock, and a holder that
 //! dies without unlocking frees the lock within the watchdog timeout.
-use std::process::Stdio;
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch_tests::{client, client_with, raw, server, unique};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use keylatch_tests::{client, client_with, raw, server, spawn_reporting, unique};
 
 const WATCHDOG: Duration = Duration::from_millis(600);
 
@@ -66,17 +64,12 @@ async fn hold_outlives_many_leases_and_renewal_stops_at_unlock() {
 async fn killed_holder_process_frees_the_lock_within_the_watchdog_timeout() {
     let server = server();
     let name = unique("crash");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keylatch-test-holder"))
-        .args([server.url(), name.clone(), WATCHDOG.as_millis().to_string()])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("the holder reports within 20 s")
-        .unwrap();
+    let (mut child, line) = spawn_reporting(
+        env!("CARGO_BIN_EXE_keylatch-test-holder"),
+        &[server.url(), name.clone(), WATCHDOG.as_millis().to_string()],
+        "the holder",
+    )
+    .await;
     assert_eq!(line.as_deref(), Some("locked"));
     // Let the holder renew a few times, then kill it.
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -3,18 +3,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{keylatch, output, server};
-use serde_json::Value;
-
-fn inspect(server: &common::RedisServer, name: &str) -> Value {
-    let out = output(server, &["inspect", name, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
-}
+use common::{inspect, keylatch, server};
 
 #[test]
 fn inspect_reports_a_reentrant_holder_and_a_free_name() {

@@ -3,18 +3,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{critical_section, keylatch, output, scratch, server};
-use serde_json::Value;
-
-fn inspect(server: &common::RedisServer, name: &str) -> Value {
-    let out = output(server, &["inspect", name, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
-}
+use common::{critical_section, inspect, keylatch, scratch, server};
 
 /// `--fair`: commands run in the order the processes started waiting.
 #[test]

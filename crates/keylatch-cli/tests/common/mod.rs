@@ -24,6 +24,17 @@ pub fn output(server: &RedisServer, args: &[&str]) -> Output {
     keylatch(server, args).output().expect("run keylatch")
 }
 
+/// `keylatch inspect NAME --json`, which must succeed, parsed.
+pub fn inspect(server: &RedisServer, name: &str) -> serde_json::Value {
+    let out = output(server, &["inspect", name, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
 /// A fresh scratch directory.
 pub fn scratch(prefix: &str) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
