@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use keylatch::redis;
 use keylatch_tests::{
-    client_with, eventually, kill_pubsub_and_await_reconnect, raw, server, unique,
+    client_with, command_calls, eventually, kill_pubsub_and_await_reconnect, raw, server, unique,
 };
 
 const LEASE: Duration = Duration::from_secs(10);
@@ -71,13 +71,20 @@ async fn waiter_survives_a_killed_pubsub_connection() {
 /// must not start waiting until the server has it subscribed again: a message published in
 /// between would otherwise be lost and the waiter would sleep until its fallback poll. Each
 /// round leaves a channel and joins it again at once, with a varying pause between, and checks
-/// on the server that the channel is subscribed when the join returns.
+/// on the server that the channel is subscribed when the join returns. The client unsubscribes
+/// unused channels at once (no linger), so the `UNSUBSCRIBE` is on its way when the join comes.
 #[tokio::test]
 async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_join_returns() {
     use keylatch::core::WakeMode;
     const ROUNDS: usize = 300;
     let server = server();
-    let client = client_with(&server, Duration::from_secs(30), POLL).await;
+    let config = keylatch::Config::builder()
+        .url(server.url())
+        .fallback_poll(POLL)
+        .subscription_linger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let client = keylatch::Client::connect_with(config).await.unwrap();
     let mut conn = raw(&server).await;
     let hub = client.hub();
     let channel = unique("rejoin");
@@ -115,4 +122,73 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
     })
     .await;
     assert!(idle, "the hub kept a channel nobody uses");
+}
+
+/// After its last waiter leaves, a channel stays subscribed for the client's linger: a waiter
+/// that comes back within it joins without a `SUBSCRIBE` (and can join before its first
+/// attempt); after it, the hub unsubscribes.
+#[tokio::test]
+async fn an_unused_channel_lingers_then_is_unsubscribed() {
+    use keylatch::core::WakeMode;
+    const LINGER: Duration = Duration::from_millis(400);
+    let server = server();
+    let config = keylatch::Config::builder()
+        .url(server.url())
+        .fallback_poll(POLL)
+        .subscription_linger(LINGER)
+        .build()
+        .unwrap();
+    let client = keylatch::Client::connect_with(config).await.unwrap();
+    let mut conn = raw(&server).await;
+    let hub = client.hub();
+    let channel = unique("linger");
+    let numsub = |mut conn: redis::aio::MultiplexedConnection, channel: String| async move {
+        let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        subscribers
+    };
+
+    assert!(hub.join_if_subscribed(&channel, WakeMode::One).is_none());
+    let first = hub
+        .subscribe(&channel, WakeMode::One, Duration::from_secs(5))
+        .await;
+    let subscribes = command_calls(&mut conn, "subscribe").await;
+    let left = tokio::time::Instant::now();
+    drop(first);
+    // Back well within the linger: the channel is still subscribed, and joining it costs
+    // nothing on the server.
+    let again = hub
+        .join_if_subscribed(&channel, WakeMode::One)
+        .expect("the channel lingers after its last waiter left");
+    assert!(
+        left.elapsed() < LINGER,
+        "the test itself was too slow to check the linger"
+    );
+    assert_eq!(numsub(conn.clone(), channel.clone()).await, 1);
+    drop(again);
+    let unsubscribed = eventually(Duration::from_secs(5), || async {
+        numsub(conn.clone(), channel.clone()).await == 0 && client.hub().channel_count() == 0
+    })
+    .await;
+    let waited = left.elapsed();
+    println!(
+        "the channel was unsubscribed {waited:?} after its last waiter left (linger {LINGER:?})"
+    );
+    assert!(
+        unsubscribed,
+        "the hub never unsubscribed the unused channel"
+    );
+    assert!(
+        waited >= LINGER,
+        "unsubscribed before the linger ended: {waited:?}"
+    );
+    assert_eq!(
+        command_calls(&mut conn, "subscribe").await,
+        subscribes,
+        "joining a lingering channel sent a SUBSCRIBE"
+    );
 }

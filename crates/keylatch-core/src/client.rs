@@ -115,7 +115,11 @@ impl Client {
             config.response_timeout,
         ));
         commands.warm_up().await?;
-        let (hub, hub_tasks) = PubSubHub::start(redis_client, config.connect_timeout);
+        let (hub, hub_tasks) = PubSubHub::start(
+            redis_client,
+            config.connect_timeout,
+            config.subscription_linger,
+        );
         let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone());
         Ok(Client {
             inner: Arc::new(ClientInner {

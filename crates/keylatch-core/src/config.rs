@@ -50,6 +50,12 @@ pub struct Config {
     /// holder's lease ends, whichever comes first).
     #[serde(with = "duration")]
     pub fallback_poll: Duration,
+    /// How long the pub/sub hub keeps a channel subscribed after its last local waiter left,
+    /// so that a task that waits again soon (a worker taking job after job) finds it
+    /// subscribed instead of paying a `SUBSCRIBE` and an `UNSUBSCRIBE` per wait. Zero
+    /// unsubscribes at once.
+    #[serde(with = "duration")]
+    pub subscription_linger: Duration,
 }
 
 impl Default for Config {
@@ -61,6 +67,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(5),
             fallback_poll: Duration::from_secs(2),
+            subscription_linger: Duration::from_millis(250),
         }
     }
 }
@@ -113,6 +120,9 @@ impl Config {
         }
         if self.fallback_poll < Duration::from_millis(10) {
             return bad("fallback_poll", "must be at least 10ms");
+        }
+        if self.subscription_linger > Duration::from_secs(60) {
+            return bad("subscription_linger", "must be at most 60s");
         }
         Ok(())
     }
@@ -168,6 +178,12 @@ impl ConfigBuilder {
     /// The fallback poll bound for waiters (default 2 s).
     pub fn fallback_poll(mut self, poll: Duration) -> Self {
         self.config.fallback_poll = poll;
+        self
+    }
+
+    /// How long an unused channel stays subscribed (default 250 ms; zero: not at all).
+    pub fn subscription_linger(mut self, linger: Duration) -> Self {
+        self.config.subscription_linger = linger;
         self
     }
 
@@ -261,6 +277,12 @@ mod tests {
                 .is_err()
         );
         assert!(Config::builder().url(" ").build().is_err());
+        assert!(
+            Config::builder()
+                .subscription_linger(Duration::from_secs(61))
+                .build()
+                .is_err()
+        );
         assert!(Config::builder().build().is_ok());
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use deadpool_redis::redis;
 use futures_util::StreamExt;
 use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::time::Instant;
 
 /// How a message on a channel wakes the local waiters of that channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,13 +29,16 @@ pub enum WakeMode {
 
 /// One dedicated pub/sub connection per client, never a pooled one.
 ///
-/// Subscriptions are reference-counted: the first local waiter on a channel subscribes, the last
-/// one to leave unsubscribes, and any number of waiters share one server subscription. Messages
+/// Subscriptions are reference-counted: the first local waiter on a channel subscribes, and any
+/// number of waiters share one server subscription. When the last one leaves, the channel stays
+/// subscribed for [`Config::subscription_linger`], so a waiter that comes back soon finds it
+/// ready; then the hub unsubscribes. Messages
 /// are hints: waiters always bound their waits (see [`Config::fallback_poll`]) and re-check.
 /// When the connection drops, the hub reconnects with back-off, resubscribes every channel in
 /// use and wakes every waiter so each re-checks at once.
 ///
 /// [`Config::fallback_poll`]: crate::Config::fallback_poll
+/// [`Config::subscription_linger`]: crate::Config::subscription_linger
 #[derive(Clone, Debug)]
 pub struct PubSubHub {
     shared: Arc<HubShared>,
@@ -47,6 +51,8 @@ struct HubShared {
     connected: AtomicBool,
     reconnects: AtomicU64,
     messages: AtomicU64,
+    /// How long an unused channel stays subscribed.
+    linger: Duration,
 }
 
 /// Everything that changes together, under one lock.
@@ -81,6 +87,8 @@ struct ChannelState {
     /// An `UNSUBSCRIBE` for it is in flight: the server may stop delivering its messages any
     /// moment, so a new waiter must wait for the resubscription.
     unsubscribing: bool,
+    /// When the last waiter left (`refs` fell to 0).
+    idle_since: Option<Instant>,
 }
 
 impl ChannelState {
@@ -92,6 +100,7 @@ impl ChannelState {
             notify: Arc::new(Notify::new()),
             subscribed: false,
             unsubscribing: false,
+            idle_since: None,
         }
     }
 
@@ -103,6 +112,7 @@ impl ChannelState {
 
     fn join(&mut self, wake: WakeMode) {
         self.refs += 1;
+        self.idle_since = None;
         match wake {
             WakeMode::All => self.all += 1,
             WakeMode::Counted => self.counted += 1,
@@ -112,6 +122,9 @@ impl ChannelState {
 
     fn leave(&mut self, wake: WakeMode) {
         self.refs -= 1;
+        if self.refs == 0 {
+            self.idle_since = Some(Instant::now());
+        }
         match wake {
             WakeMode::All => self.all -= 1,
             WakeMode::Counted => self.counted -= 1,
@@ -153,6 +166,7 @@ impl PubSubHub {
     pub(crate) fn start(
         client: redis::Client,
         connect_timeout: Duration,
+        linger: Duration,
     ) -> (PubSubHub, Vec<tokio::task::JoinHandle<()>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(HubShared {
@@ -161,6 +175,7 @@ impl PubSubHub {
             connected: AtomicBool::new(false),
             reconnects: AtomicU64::new(0),
             messages: AtomicU64::new(0),
+            linger,
         });
         let reader = tokio::spawn(read_loop(Arc::downgrade(&shared), client, connect_timeout));
         let reconciler = tokio::spawn(reconcile_loop(Arc::downgrade(&shared), rx));
@@ -197,6 +212,22 @@ impl PubSubHub {
             }
         }
         subscription
+    }
+
+    /// Joins the subscription to `channel` only if the server delivers its messages already
+    /// (another local waiter has it, or it lingers after an earlier wait), without any round
+    /// trip; `None` otherwise. A waiter that joins before its first attempt cannot miss a
+    /// message published after that attempt, so a refusal can go straight to sleep.
+    pub fn join_if_subscribed(&self, channel: &str, wake: WakeMode) -> Option<Subscription> {
+        let mut state = self.shared.state.lock().expect("hub lock");
+        let entry = state.channels.get_mut(channel).filter(|c| c.ready())?;
+        entry.join(wake);
+        Some(Subscription {
+            hub: self.shared.clone(),
+            channel: channel.to_owned(),
+            notify: entry.notify.clone(),
+            wake,
+        })
     }
 
     /// Channels in use (subscribed, or being subscribed or unsubscribed).
@@ -264,41 +295,49 @@ impl Drop for Subscription {
     }
 }
 
-/// What the server should be told, computed under the lock.
-fn plan(state: &mut HubState) -> (Vec<String>, Vec<String>) {
+/// What the server should be told, computed under the lock: channels to subscribe, channels
+/// idle for the linger to unsubscribe, and when the next idle one is due.
+fn plan(state: &mut HubState, linger: Duration) -> (Vec<String>, Vec<String>, Option<Instant>) {
     state.channels.retain(|_, c| c.refs > 0 || c.subscribed);
-    let unsubscribe = state
-        .channels
-        .iter_mut()
-        .filter(|(_, c)| c.refs == 0 && c.subscribed)
-        .map(|(name, c)| {
+    let now = Instant::now();
+    let mut next_due: Option<Instant> = None;
+    let mut unsubscribe = Vec::new();
+    for (name, c) in &mut state.channels {
+        if c.refs > 0 || !c.subscribed || c.unsubscribing {
+            continue;
+        }
+        let due = c.idle_since.unwrap_or(now) + linger;
+        if due <= now {
             c.unsubscribing = true;
-            name.clone()
-        })
-        .collect();
+            unsubscribe.push(name.clone());
+        } else {
+            next_due = Some(next_due.map_or(due, |d| d.min(due)));
+        }
+    }
     let subscribe = state
         .channels
         .iter()
         .filter(|(_, c)| c.refs > 0 && !c.subscribed)
         .map(|(name, _)| name.clone())
         .collect();
-    (subscribe, unsubscribe)
+    (subscribe, unsubscribe, next_due)
 }
 
 /// Brings the server's subscriptions in line with the local reference counts, repeating until
-/// nothing is left to do (references may change while a request is in flight).
-async fn reconcile(shared: &HubShared) -> bool {
+/// nothing is left to do (references may change while a request is in flight). Returns
+/// whether it succeeded, and when a lingering channel is next due to be unsubscribed.
+async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
     for _ in 0..8 {
-        let (generation, mut sink, subscribe, unsubscribe) = {
+        let (generation, mut sink, subscribe, unsubscribe, due) = {
             let mut state = shared.state.lock().expect("hub lock");
             let Some(sink) = state.sink.clone() else {
-                return false;
+                return (false, None);
             };
-            let (subscribe, unsubscribe) = plan(&mut state);
-            (state.generation, sink, subscribe, unsubscribe)
+            let (subscribe, unsubscribe, due) = plan(&mut state, shared.linger);
+            (state.generation, sink, subscribe, unsubscribe, due)
         };
         if subscribe.is_empty() && unsubscribe.is_empty() {
-            return true;
+            return (true, due);
         }
         if !unsubscribe.is_empty() {
             let unsubscribed = sink.unsubscribe(&unsubscribe).await.is_ok();
@@ -314,12 +353,12 @@ async fn reconcile(shared: &HubShared) -> bool {
                 }
             }
             if !unsubscribed {
-                return false;
+                return (false, None);
             }
         }
         if !subscribe.is_empty() {
             if sink.subscribe(&subscribe).await.is_err() {
-                return false;
+                return (false, None);
             }
             let mut state = shared.state.lock().expect("hub lock");
             if state.generation == generation {
@@ -333,7 +372,8 @@ async fn reconcile(shared: &HubShared) -> bool {
             }
         }
     }
-    true
+    // Still busy after eight rounds: come back at once.
+    (true, Some(Instant::now()))
 }
 
 /// Serves subscribe and unsubscribe requests, in order, batching whatever is queued.
@@ -341,13 +381,27 @@ async fn reconcile_loop(
     shared: std::sync::Weak<HubShared>,
     mut commands: mpsc::UnboundedReceiver<HubCommand>,
 ) {
-    while let Some(HubCommand(ack)) = commands.recv().await {
-        let mut acks: Vec<oneshot::Sender<bool>> = ack.into_iter().collect();
+    // When a lingering channel is due to be unsubscribed, if any.
+    let mut due: Option<Instant> = None;
+    loop {
+        let first = match due {
+            Some(at) => match tokio::time::timeout_at(at, commands.recv()).await {
+                Ok(Some(command)) => Some(command),
+                Ok(None) => return,
+                Err(_) => None,
+            },
+            None => match commands.recv().await {
+                Some(command) => Some(command),
+                None => return,
+            },
+        };
+        let mut acks: Vec<oneshot::Sender<bool>> = first.and_then(|c| c.0).into_iter().collect();
         while let Ok(HubCommand(ack)) = commands.try_recv() {
             acks.extend(ack);
         }
         let Some(hub) = shared.upgrade() else { return };
-        let ok = reconcile(&hub).await;
+        let (ok, next) = reconcile(&hub).await;
+        due = next;
         for ack in acks {
             let _ = ack.send(ok);
         }

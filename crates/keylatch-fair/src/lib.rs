@@ -45,7 +45,6 @@ mod keys;
 mod lock;
 mod release;
 mod scripts;
-mod subscription;
 mod wait;
 mod waiter;
 

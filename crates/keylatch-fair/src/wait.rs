@@ -14,7 +14,7 @@ use std::time::Duration;
 use keylatch_core::redis::Value;
 use keylatch_core::{
     AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, OwnerId, RENEW_HASH_HOLDS,
-    Renewal, Result, jitter, lease_millis, retrying, validate_lease,
+    Renewal, Result, WakeMode, jitter, lease_millis, retrying, validate_lease,
 };
 use tokio::time::Instant;
 
@@ -22,7 +22,6 @@ use crate::flight::{Flight, Undo};
 use crate::lock::FairLock;
 use crate::release::LeaveGuard;
 use crate::scripts::{ACQUIRE, REFRESH_WAITERS};
-use crate::subscription::WaiterSubscription;
 
 /// What one acquire asks for.
 struct Request {
@@ -119,12 +118,14 @@ impl FairLock {
         let mut failures = 0;
         let poll = self.client.config().fallback_poll;
         let channel = self.keys.waiter_channel(&request.field);
-        // Subscribed before the first attempt (a subscription an earlier wait of this owner
-        // parked), a refusal can go straight to sleep. Otherwise the first attempt joins the
-        // queue, then the waiter subscribes and tries once more: a wake-up may have come
-        // before the subscription.
+        // Subscribed before the first attempt (the channel still lingers after an earlier
+        // wait of this owner: `Config::subscription_linger`), a refusal can go straight to
+        // sleep. Otherwise the first attempt joins the queue, then the waiter subscribes and
+        // tries once more: a wake-up may have come before the subscription. `WakeMode::All`:
+        // two waits of one owner share the channel, as they share the place in the queue.
         let mut attempt = || self.attempt(request, Queue::Join);
-        let subscription = match WaiterSubscription::parked(&channel) {
+        let hub = self.client.hub();
+        let subscription = match hub.join_if_subscribed(&channel, WakeMode::All) {
             Some(subscription) => subscription,
             None => {
                 let sent_at = Instant::now();
@@ -137,7 +138,7 @@ impl FairLock {
                 if deadline.is_some_and(|d| d <= Instant::now()) {
                     return Ok(None);
                 }
-                WaiterSubscription::subscribe(&self.client, &channel, poll).await
+                hub.subscribe(&channel, WakeMode::All, poll).await
             }
         };
         loop {
