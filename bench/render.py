@@ -7,24 +7,23 @@ RUNTIME = {"rust": "Rust, tokio tasks", "python": "Python", "node": "Node, one p
 N_VALUES = (2, 8, 32)
 
 
-def us(x):
+def scaled(x, thousands, units):
+    """`x` in `units`, or in thousands of them (suffix `thousands`) from 1000 up."""
     if x is None:
         return "—"
     if x >= 10_000:
-        return f"{x / 1000:.0f} ms"
+        return f"{x / 1000:.0f}{thousands}"
     if x >= 1000:
-        return f"{x / 1000:.1f} ms"
-    return f"{x:.0f} µs"
+        return f"{x / 1000:.1f}{thousands}"
+    return f"{x:.0f}{units}"
+
+
+def us(x):
+    return scaled(x, " ms", " µs")
 
 
 def rate(x):
-    if x is None:
-        return "—"
-    if x >= 10_000:
-        return f"{x / 1000:.0f}k/s"
-    if x >= 1000:
-        return f"{x / 1000:.1f}k/s"
-    return f"{x:.0f}/s"
+    return scaled(x, "k/s", "/s")
 
 
 def times(x, digits=2):

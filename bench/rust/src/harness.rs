@@ -46,6 +46,60 @@ pub fn command_delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u6
     Value::Object(out)
 }
 
+/// Holds `tasks` tasks until each is set up (`ready`, with the coordinator's own `ready`),
+/// then starts them all at the instant the coordinator sends (`start`).
+#[derive(Clone)]
+struct StartLine {
+    barrier: Arc<Barrier>,
+    rx: watch::Receiver<Option<Instant>>,
+}
+
+impl StartLine {
+    fn new(tasks: usize) -> (StartLine, watch::Sender<Option<Instant>>) {
+        let (tx, rx) = watch::channel(None);
+        let barrier = Arc::new(Barrier::new(tasks + 1));
+        (StartLine { barrier, rx }, tx)
+    }
+
+    async fn ready(&self) {
+        self.barrier.wait().await;
+    }
+
+    /// The start time, once sent.
+    async fn start(&mut self) -> Result<Instant, String> {
+        loop {
+            if let Some(t0) = *self.rx.borrow() {
+                return Ok(t0);
+            }
+            self.rx.changed().await.map_err(|e| e.to_string())?;
+        }
+    }
+}
+
+/// Sends the start time: now.
+fn go(tx: &watch::Sender<Option<Instant>>) -> Instant {
+    let t0 = Instant::now();
+    let _ = tx.send(Some(t0));
+    t0
+}
+
+/// The errors of the tasks' outcomes and the first of them, after `each` took in what a
+/// finished task found (and gave its errors); a task that failed counts as one error.
+fn tally<T>(
+    outcomes: Vec<Result<T, String>>,
+    mut each: impl FnMut(T) -> (u64, Option<String>),
+) -> (u64, Option<String>) {
+    let (mut errors, mut first_error) = (0, None);
+    for outcome in outcomes {
+        let (e, f) = outcome.map_or_else(|e| (1, Some(e)), &mut each);
+        errors += e;
+        if first_error.is_none() {
+            first_error = f;
+        }
+    }
+    (errors, first_error)
+}
+
 struct WorkerOutcome {
     events: Vec<[u64; 4]>,
     errors: u64,
@@ -65,26 +119,15 @@ pub async fn contended(
     window: Duration,
     permits: usize,
 ) -> Value {
-    let barrier = Arc::new(Barrier::new(workers + 1));
-    let (start_tx, start_rx) = watch::channel::<Option<Instant>>(None);
+    let (line, start_tx) = StartLine::new(workers);
     let mut handles = Vec::new();
     for w in 0..workers {
-        let (imp, key, barrier, mut start_rx) = (
-            imp.clone(),
-            key.to_owned(),
-            barrier.clone(),
-            start_rx.clone(),
-        );
+        let (imp, key, mut line) = (imp.clone(), key.to_owned(), line.clone());
         handles.push(tokio::spawn(async move {
             let worker = imp.worker(&key, permits).await;
-            barrier.wait().await;
+            line.ready().await;
             let mut worker: Box<dyn Worker> = worker?;
-            let t0 = loop {
-                if let Some(t0) = *start_rx.borrow() {
-                    break t0;
-                }
-                start_rx.changed().await.map_err(|e| e.to_string())?;
-            };
+            let t0 = line.start().await?;
             let end = t0 + window;
             let mut out = WorkerOutcome {
                 events: Vec::new(),
@@ -121,36 +164,22 @@ pub async fn contended(
             Ok::<_, String>(out)
         }));
     }
-    barrier.wait().await;
+    line.ready().await;
     // The round trip of these moments (just before and just after), for the "in round
     // trips" figures and the limit: the machine's load drifts from run to run.
     let mut rtts = raw_rtts(conn, 500).await;
     let before = command_counts(conn).await;
-    let t0 = Instant::now();
-    let _ = start_tx.send(Some(t0));
+    let t0 = go(&start_tx);
     let (outcomes, timed_out) = join_all_until(handles, t0 + window + GRACE).await;
     let after = command_counts(conn).await;
     rtts.extend(raw_rtts(conn, 500).await);
     rtts.sort_unstable();
     let rtt = rtts[rtts.len() / 2];
     let mut events = Vec::new();
-    let mut errors = 0;
-    let mut first_error = None;
-    for outcome in outcomes {
-        match outcome {
-            Ok(o) => {
-                events.extend(o.events);
-                errors += o.errors;
-                if first_error.is_none() {
-                    first_error = o.first_error;
-                }
-            }
-            Err(e) => {
-                errors += 1;
-                first_error.get_or_insert(e);
-            }
-        }
-    }
+    let (errors, first_error) = tally(outcomes, |o| {
+        events.extend(o.events);
+        (o.errors, o.first_error)
+    });
     json!({
         "window_s": window.as_secs_f64(),
         "events": events,
@@ -285,24 +314,13 @@ pub async fn many_keys(
     keys: usize,
     window: Duration,
 ) -> Value {
-    let barrier = Arc::new(Barrier::new(tasks + 1));
-    let (start_tx, start_rx) = watch::channel::<Option<Instant>>(None);
+    let (line, start_tx) = StartLine::new(tasks);
     let mut handles = Vec::new();
     for t in 0..tasks {
-        let (imp, prefix, barrier, mut start_rx) = (
-            imp.clone(),
-            prefix.to_owned(),
-            barrier.clone(),
-            start_rx.clone(),
-        );
+        let (imp, prefix, mut line) = (imp.clone(), prefix.to_owned(), line.clone());
         handles.push(tokio::spawn(async move {
-            barrier.wait().await;
-            let t0 = loop {
-                if let Some(t0) = *start_rx.borrow() {
-                    break t0;
-                }
-                start_rx.changed().await.map_err(|e| e.to_string())?;
-            };
+            line.ready().await;
+            let t0 = line.start().await?;
             let end = t0 + window;
             let (mut in_window, mut total, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
             let mut i = 0usize;
@@ -332,29 +350,17 @@ pub async fn many_keys(
             Ok::<_, String>((in_window, total, errors, first_error))
         }));
     }
-    barrier.wait().await;
+    line.ready().await;
     let before = command_counts(conn).await;
-    let t0 = Instant::now();
-    let _ = start_tx.send(Some(t0));
+    let t0 = go(&start_tx);
     let (outcomes, timed_out) = join_all_until(handles, t0 + window + GRACE).await;
     let after = command_counts(conn).await;
-    let (mut in_window, mut total, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
-    for outcome in outcomes {
-        match outcome {
-            Ok((w, t, e, f)) => {
-                in_window += w;
-                total += t;
-                errors += e;
-                if first_error.is_none() {
-                    first_error = f;
-                }
-            }
-            Err(e) => {
-                errors += 1;
-                first_error.get_or_insert(e);
-            }
-        }
-    }
+    let (mut in_window, mut total) = (0u64, 0u64);
+    let (errors, first_error) = tally(outcomes, |(w, t, e, f)| {
+        in_window += w;
+        total += t;
+        (e, f)
+    });
     json!({
         "window_s": window.as_secs_f64(),
         "acquired_in_window": in_window,

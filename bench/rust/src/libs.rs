@@ -298,21 +298,15 @@ impl Lib {
     /// A worker on `key`; `permits` is the semaphore's size (ignored by locks).
     pub async fn worker(&self, key: &str, permits: usize) -> Result<Box<dyn Worker>, String> {
         Ok(match self {
-            Lib::KeylatchReentrant(client) => Box::new(KeylatchWorker {
-                lock: client.lock(key),
-                guard: None,
-            }),
-            Lib::KeylatchFair(client) => Box::new(KeylatchFairWorker {
-                lock: client.fair_lock(key),
-                guard: None,
-            }),
+            Lib::KeylatchReentrant(client) => GuardWorker::boxed(client.lock(key)),
+            Lib::KeylatchFair(client) => GuardWorker::boxed(client.fair_lock(key)),
             Lib::KeylatchSemaphore(client) => {
                 let semaphore = client.semaphore(key);
                 semaphore
                     .try_set_permits(permits as u32)
                     .await
                     .map_err(err)?;
-                Box::new(KeylatchSemaphoreWorker { semaphore })
+                Box::new(semaphore)
             }
             Lib::KeylatchExpirable(client) => {
                 let semaphore = client.permit_expirable_semaphore(key);
@@ -320,10 +314,7 @@ impl Lib {
                     .try_set_permits(permits as u32)
                     .await
                     .map_err(err)?;
-                Box::new(KeylatchExpirableWorker {
-                    semaphore,
-                    permit: None,
-                })
+                GuardWorker::boxed(semaphore)
             }
             Lib::Raw(conn, script) => Box::new(RawWorker {
                 conn: conn.clone(),
@@ -334,10 +325,9 @@ impl Lib {
                 conn: conn.clone(),
                 key: key.to_owned(),
             }),
-            Lib::Rslock(manager) => Box::new(RslockWorker {
+            Lib::Rslock(manager) => GuardWorker::boxed(RslockLock {
                 manager: manager.clone(),
                 key: key.to_owned(),
-                guard: None,
             }),
             Lib::Distkit { conn, retry } => {
                 let name =
@@ -346,108 +336,99 @@ impl Lib {
                 if let Some(retry) = retry {
                     options.retry_interval = *retry;
                 }
-                Box::new(DistkitWorker {
-                    mutex: distkit::lock::Mutex::new(options),
-                    guard: None,
-                })
+                GuardWorker::boxed(distkit::lock::Mutex::new(options))
             }
-            Lib::Redisson(c) => Box::new(RedissonWorker {
-                lock: c.client.get_lock(key),
-            }),
-            Lib::RedissonFair(c) => Box::new(RedissonFairWorker {
-                lock: c.client.get_fair_lock(key),
-            }),
-            Lib::RedissonSemaphore(c) => Box::new(RedissonSemaphoreWorker {
-                semaphore: c.client.get_semaphore(key, permits).await,
-            }),
-            Lib::Dlr(provider) => Box::new(DlrWorker {
-                lock: provider.create_lock(key),
-                handle: None,
-            }),
-            Lib::DlrSemaphore(provider) => Box::new(DlrSemaphoreWorker {
-                semaphore: provider.create_semaphore(key, permits as u32),
-                handle: None,
-            }),
+            Lib::Redisson(c) => Box::new(c.client.get_lock(key)),
+            Lib::RedissonFair(c) => Box::new(c.client.get_fair_lock(key)),
+            Lib::RedissonSemaphore(c) => Box::new(c.client.get_semaphore(key, permits).await),
+            Lib::Dlr(provider) => GuardWorker::boxed(provider.create_lock(key)),
+            Lib::DlrSemaphore(provider) => {
+                GuardWorker::boxed(provider.create_semaphore(key, permits as u32))
+            }
         })
     }
 }
 
-struct KeylatchWorker {
-    lock: keylatch::ReentrantLock,
-    guard: Option<keylatch::LockGuard>,
+/// A lock (or semaphore) whose acquire hands back a guard (a handle, a permit) that releases
+/// what it holds.
+#[async_trait]
+trait Acquire: Send + Sync {
+    type Guard: Release;
+    async fn acquire_guard(&self) -> Result<Self::Guard, String>;
+}
+
+/// A guard as its library releases it.
+#[async_trait]
+trait Release: Send + Sized {
+    async fn release_guard(self) -> WorkerResult;
+}
+
+/// The worker of an [`Acquire`] library: keeps the guard from acquire to release.
+struct GuardWorker<L: Acquire> {
+    lock: L,
+    guard: Option<L::Guard>,
+}
+
+impl<L: Acquire + 'static> GuardWorker<L> {
+    fn boxed(lock: L) -> Box<dyn Worker> {
+        Box::new(GuardWorker { lock, guard: None })
+    }
 }
 
 #[async_trait]
-impl Worker for KeylatchWorker {
+impl<L: Acquire> Worker for GuardWorker<L> {
     async fn acquire(&mut self) -> WorkerResult {
-        self.guard = Some(self.lock.lock().await.map_err(err)?);
+        self.guard = Some(self.lock.acquire_guard().await?);
         Ok(())
     }
     async fn release(&mut self) -> WorkerResult {
-        self.guard
-            .take()
-            .ok_or("not held")?
-            .unlock()
-            .await
-            .map_err(err)
+        self.guard.take().ok_or("not held")?.release_guard().await
     }
 }
 
-struct KeylatchFairWorker {
-    lock: keylatch::FairLock,
-    guard: Option<keylatch::LockGuard>,
+/// Locks whose `lock()` waits and returns the guard: the same call, no trait in common.
+macro_rules! acquire_by_lock {
+    ($($lock:ty => $guard:ty),*) => {$(
+        #[async_trait]
+        impl Acquire for $lock {
+            type Guard = $guard;
+            async fn acquire_guard(&self) -> Result<Self::Guard, String> {
+                self.lock().await.map_err(err)
+            }
+        }
+    )*};
+}
+
+acquire_by_lock!(
+    keylatch::ReentrantLock => keylatch::LockGuard,
+    keylatch::FairLock => keylatch::LockGuard,
+    Arc<distkit::lock::Mutex> => distkit::lock::MutexGuard
+);
+
+/// The permit, as its guard (the facade does not name `Permit`; releasing the guard releases
+/// the permit id, as `Permit::release` does).
+#[async_trait]
+impl Acquire for keylatch::PermitExpirableSemaphore {
+    type Guard = keylatch::LockGuard;
+    async fn acquire_guard(&self) -> Result<Self::Guard, String> {
+        Ok(self.acquire().await.map_err(err)?.into_guard())
+    }
 }
 
 #[async_trait]
-impl Worker for KeylatchFairWorker {
-    async fn acquire(&mut self) -> WorkerResult {
-        self.guard = Some(self.lock.lock().await.map_err(err)?);
-        Ok(())
+impl Release for keylatch::LockGuard {
+    async fn release_guard(self) -> WorkerResult {
+        self.unlock().await.map_err(err)
     }
-    async fn release(&mut self) -> WorkerResult {
-        self.guard
-            .take()
-            .ok_or("not held")?
-            .unlock()
-            .await
-            .map_err(err)
-    }
-}
-
-struct KeylatchSemaphoreWorker {
-    semaphore: keylatch::Semaphore,
 }
 
 #[async_trait]
-impl Worker for KeylatchSemaphoreWorker {
+impl Worker for keylatch::Semaphore {
     async fn acquire(&mut self) -> WorkerResult {
-        self.semaphore.acquire().await.map_err(err)
+        keylatch::Semaphore::acquire(self).await.map_err(err)
     }
     async fn release(&mut self) -> WorkerResult {
-        self.semaphore.release(1).await.map_err(err)
-    }
-}
-
-struct KeylatchExpirableWorker {
-    semaphore: keylatch::PermitExpirableSemaphore,
-    /// The permit, as its guard (the facade does not name `Permit`; releasing the guard
-    /// releases the permit id, as `Permit::release` does).
-    permit: Option<keylatch::LockGuard>,
-}
-
-#[async_trait]
-impl Worker for KeylatchExpirableWorker {
-    async fn acquire(&mut self) -> WorkerResult {
-        self.permit = Some(self.semaphore.acquire().await.map_err(err)?.into_guard());
-        Ok(())
-    }
-    async fn release(&mut self) -> WorkerResult {
-        self.permit
-            .take()
-            .ok_or("not held")?
-            .unlock()
-            .await
-            .map_err(err)
+        keylatch::Semaphore::release(self, 1).await.map_err(err)
     }
 }
 
@@ -527,119 +508,98 @@ impl Worker for RawKeylatchWorker {
 /// rslock's documented lease in its example is explicit; 30 s like the others' defaults.
 const LEASE: Duration = Duration::from_secs(30);
 
-struct RslockWorker {
+/// rslock locks a resource through its manager: the lock is the pair.
+struct RslockLock {
     manager: rslock::LockManager,
     key: String,
-    guard: Option<rslock::LockGuard>,
 }
 
 #[async_trait]
-impl Worker for RslockWorker {
-    async fn acquire(&mut self) -> WorkerResult {
-        let guard = self
-            .manager
+impl Acquire for RslockLock {
+    type Guard = rslock::LockGuard;
+    async fn acquire_guard(&self) -> Result<Self::Guard, String> {
+        self.manager
             .acquire(self.key.as_bytes(), LEASE)
             .await
-            .map_err(err)?;
-        self.guard = Some(guard);
-        Ok(())
+            .map_err(err)
     }
-    async fn release(&mut self) -> WorkerResult {
-        self.guard.take().ok_or("not held")?.release().await;
-        Ok(())
-    }
-}
-
-struct DistkitWorker {
-    mutex: Arc<distkit::lock::Mutex>,
-    guard: Option<distkit::lock::MutexGuard>,
 }
 
 #[async_trait]
-impl Worker for DistkitWorker {
-    async fn acquire(&mut self) -> WorkerResult {
-        self.guard = Some(self.mutex.lock().await.map_err(err)?);
-        Ok(())
-    }
-    async fn release(&mut self) -> WorkerResult {
-        self.guard
-            .take()
-            .ok_or("not held")?
-            .release()
-            .await
-            .map_err(err)?;
+impl Release for rslock::LockGuard {
+    async fn release_guard(self) -> WorkerResult {
+        self.release().await;
         Ok(())
     }
 }
 
-struct RedissonWorker {
-    lock: redisson::AsyncRLock,
+#[async_trait]
+impl Release for distkit::lock::MutexGuard {
+    async fn release_guard(self) -> WorkerResult {
+        self.release().await.map_err(err).map(drop)
+    }
 }
+
+/// redisson-rs's locks (`RLock`, `RFairLock`) have the same calls but no trait in common.
+macro_rules! redisson_lock_worker {
+    ($($lock:ty),*) => {$(
+        #[async_trait]
+        impl Worker for $lock {
+            async fn acquire(&mut self) -> WorkerResult {
+                // RFairLock's lock() gives up with an error when this waiter reaches the head
+                // of the queue while the lock is still held (or after 100 polls): the caller
+                // has to try again.
+                self.lock().await.map_err(err)
+            }
+            async fn release(&mut self) -> WorkerResult {
+                // unlock() reports `false` after a full release too (its script returns 0
+                // then), so only an error counts as a failure.
+                self.unlock().await.map_err(err).map(drop)
+            }
+        }
+    )*};
+}
+
+redisson_lock_worker!(redisson::AsyncRLock, redisson::AsyncRFairLock);
 
 #[async_trait]
-impl Worker for RedissonWorker {
-    async fn acquire(&mut self) -> WorkerResult {
-        self.lock.lock().await.map_err(err)
-    }
-    async fn release(&mut self) -> WorkerResult {
-        // unlock() reports `false` after a full release too (its script returns 0 then), so
-        // only an error counts as a failure.
-        self.lock.unlock().await.map_err(err).map(drop)
-    }
-}
-
-struct RedissonFairWorker {
-    lock: redisson::AsyncRFairLock,
-}
-
-#[async_trait]
-impl Worker for RedissonFairWorker {
-    async fn acquire(&mut self) -> WorkerResult {
-        // lock() gives up with an error when this waiter reaches the head of the queue while
-        // the lock is still held (or after 100 polls): the caller has to try again.
-        self.lock.lock().await.map_err(err)
-    }
-    async fn release(&mut self) -> WorkerResult {
-        // unlock() reports `false` after a full release too (its script returns 0 then), so
-        // only an error counts as a failure.
-        self.lock.unlock().await.map_err(err).map(drop)
-    }
-}
-
-struct RedissonSemaphoreWorker {
-    semaphore: redisson::AsyncRSemaphore,
-}
-
-#[async_trait]
-impl Worker for RedissonSemaphoreWorker {
+impl Worker for redisson::AsyncRSemaphore {
     async fn acquire(&mut self) -> WorkerResult {
         // acquire() is one attempt (`try_acquire(1, 0)`): loop as a caller must.
-        while !self.semaphore.acquire().await.map_err(err)? {
+        while !redisson::AsyncRSemaphore::acquire(self)
+            .await
+            .map_err(err)?
+        {
             tokio::time::sleep(CALLER_RETRY).await;
         }
         Ok(())
     }
     async fn release(&mut self) -> WorkerResult {
-        self.semaphore.release(1).await.map_err(err)
+        redisson::AsyncRSemaphore::release(self, 1)
+            .await
+            .map_err(err)
     }
 }
 
-struct DlrWorker {
-    lock: distributed_lock_redis::RedisDistributedLock,
-    handle: Option<distributed_lock_redis::RedisLockHandle>,
+/// A distributed-lock-redis handle (a lock's or a semaphore ticket's).
+struct DlrHandle<H>(H);
+
+#[async_trait]
+impl<H: LockHandle + 'static> Release for DlrHandle<H> {
+    async fn release_guard(self) -> WorkerResult {
+        self.0.release().await.map_err(err)
+    }
 }
 
 #[async_trait]
-impl Worker for DlrWorker {
-    async fn acquire(&mut self) -> WorkerResult {
+impl Acquire for distributed_lock_redis::RedisDistributedLock {
+    type Guard = DlrHandle<distributed_lock_redis::RedisLockHandle>;
+    async fn acquire_guard(&self) -> Result<Self::Guard, String> {
         // With one server, acquire(None) tries once and reports a timeout when the lock is
         // held; it does not wait. Loop as a caller must.
         loop {
-            match self.lock.acquire(None).await {
-                Ok(handle) => {
-                    self.handle = Some(handle);
-                    return Ok(());
-                }
+            match DistributedLock::acquire(self, None).await {
+                Ok(handle) => return Ok(DlrHandle(handle)),
                 Err(distributed_lock_core::error::LockError::Timeout(_)) => {
                     tokio::time::sleep(CALLER_RETRY).await
                 }
@@ -647,33 +607,15 @@ impl Worker for DlrWorker {
             }
         }
     }
-    async fn release(&mut self) -> WorkerResult {
-        self.handle
-            .take()
-            .ok_or("not held")?
-            .release()
-            .await
-            .map_err(err)
-    }
-}
-
-struct DlrSemaphoreWorker {
-    semaphore: distributed_lock_redis::RedisDistributedSemaphore,
-    handle: Option<distributed_lock_redis::RedisSemaphoreHandle>,
 }
 
 #[async_trait]
-impl Worker for DlrSemaphoreWorker {
-    async fn acquire(&mut self) -> WorkerResult {
-        self.handle = Some(self.semaphore.acquire(None).await.map_err(err)?);
-        Ok(())
-    }
-    async fn release(&mut self) -> WorkerResult {
-        self.handle
-            .take()
-            .ok_or("not held")?
-            .release()
+impl Acquire for distributed_lock_redis::RedisDistributedSemaphore {
+    type Guard = DlrHandle<distributed_lock_redis::RedisSemaphoreHandle>;
+    async fn acquire_guard(&self) -> Result<Self::Guard, String> {
+        DistributedSemaphore::acquire(self, None)
             .await
+            .map(DlrHandle)
             .map_err(err)
     }
 }

@@ -93,6 +93,12 @@ impl Out {
         writeln!(self.file, "{record}").expect("write results");
     }
 
+    /// Prints `what` the run of `scenario` was with its summary, and writes it.
+    fn report(&mut self, v: &Variant, scenario: &str, what: &str, params: Value, data: Value) {
+        eprintln!("rust: {:<34} {what}: {}", v.label, summary(&data));
+        self.write(Some(v), scenario, params, data);
+    }
+
     fn key(&self, variant: &Variant, scenario: &str) -> String {
         format!(
             "kb:{}:{}:{}:{}",
@@ -197,6 +203,19 @@ async fn raw_baselines(
         "  raw EVALSHA pairs, 256 tasks over 10 000 keys: {:.0}/s",
         pairs as f64 / window.as_secs_f64()
     );
+}
+
+/// Scenarios 4 and 5: `workers` on `key` (a semaphore of `permits`) for 3 s, each holding 1 ms.
+async fn held_1ms(
+    v: &Variant,
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    workers: usize,
+    permits: usize,
+    scale: f64,
+) -> Value {
+    let hold = Duration::from_millis(1);
+    contended(&v.imp, conn, key, workers, hold, secs(scale, 3.0), permits).await
 }
 
 fn summary(data: &Value) -> String {
@@ -312,8 +331,7 @@ async fn main() {
                 20_000,
             )
             .await;
-            eprintln!("rust: {:<34} s1 uncontended: {}", v.label, summary(&data));
-            out.write(Some(v), "s1", json!({"workers": 1}), data);
+            out.report(v, "s1", "s1 uncontended", json!({"workers": 1}), data);
         }
         if locks && has("s2") {
             for workers in [2usize, 8, 32] {
@@ -330,14 +348,10 @@ async fn main() {
                         1,
                     )
                     .await;
-                    eprintln!(
-                        "rust: {:<34} s2 N={workers:<2} hold={hold_ms}ms: {}",
-                        v.label,
-                        summary(&data)
-                    );
-                    out.write(
-                        Some(v),
+                    out.report(
+                        v,
                         "s2",
+                        &format!("s2 N={workers:<2} hold={hold_ms}ms"),
                         json!({"workers": workers, "hold_ms": hold_ms}),
                         data,
                     );
@@ -389,57 +403,22 @@ async fn main() {
                 "raw_side_by_side".into(),
                 json!(rate(&merge_many_keys(&raws))),
             );
-            eprintln!(
-                "rust: {:<34} s3 256 workers/10 000 keys: {}",
-                v.label,
-                summary(&data)
-            );
-            out.write(Some(v), "s3", json!({"workers": 256, "keys": 10_000}), data);
+            let params = json!({"workers": 256, "keys": 10_000});
+            out.report(v, "s3", "s3 256 workers/10 000 keys", params, data);
         }
         if locks && has("s4") {
             let v = &fresh(v).await;
             let key = out.key(v, "s4");
-            let data = contended(
-                &v.imp,
-                &mut conn,
-                &key,
-                8,
-                Duration::from_millis(1),
-                secs(scale, 3.0),
-                1,
-            )
-            .await;
-            eprintln!(
-                "rust: {:<34} s4 fairness N=8 hold=1ms: {}",
-                v.label,
-                summary(&data)
-            );
-            out.write(Some(v), "s4", json!({"workers": 8, "hold_ms": 1}), data);
+            let data = held_1ms(v, &mut conn, &key, 8, 1, scale).await;
+            let params = json!({"workers": 8, "hold_ms": 1});
+            out.report(v, "s4", "s4 fairness N=8 hold=1ms", params, data);
         }
         if v.kind == Kind::Semaphore && has("s5") {
             let v = &fresh(v).await;
             let key = out.key(v, "s5");
-            let data = contended(
-                &v.imp,
-                &mut conn,
-                &key,
-                16,
-                Duration::from_millis(1),
-                secs(scale, 3.0),
-                4,
-            )
-            .await;
-            eprintln!(
-                "rust: {:<34} s5 semaphore P=4 N=16: {}",
-                v.label,
-                summary(&data)
-            );
-            out.write(
-                Some(v),
-                "s5",
-                json!({"workers": 16, "permits": 4, "hold_ms": 1}),
-                data,
-            );
+            let data = held_1ms(v, &mut conn, &key, 16, 4, scale).await;
+            let params = json!({"workers": 16, "permits": 4, "hold_ms": 1});
+            out.report(v, "s5", "s5 semaphore P=4 N=16", params, data);
         }
     }
     // Background tasks (watchdogs, refreshers) of abandoned workers must not keep us alive.
