@@ -179,7 +179,7 @@ pub async fn kill_pubsub_and_await_reconnect(
         .unwrap();
     assert!(killed >= 1, "no pub/sub connection was killed");
     let reconnected = eventually(Duration::from_secs(5), || async {
-        client.stats().hub_reconnects >= 1 && client.hub().is_connected()
+        client.stats().hub_reconnects >= 1 && client.core().hub().is_connected()
     })
     .await;
     assert!(reconnected, "the hub did not reconnect");
@@ -242,4 +242,42 @@ where
     }
     let mut conn = raw(server).await;
     conn.get(counter).await.expect("get")
+}
+
+/// The plain semaphore's permits taken without a guard, for tests of permits that are not
+/// owned: they stay taken until someone releases them by count ([`keylatch::Semaphore::release`]).
+pub trait TakeUnguarded {
+    /// Takes `n` permits, waiting as long as it takes.
+    fn take(&self, n: u32) -> impl Future<Output = keylatch::Result<()>> + Send;
+    /// Tries once to take `n` permits; whether it did.
+    fn try_take(&self, n: u32) -> impl Future<Output = keylatch::Result<bool>> + Send;
+    /// Takes `n` permits, waiting at most `wait`; whether it did.
+    fn try_take_for(
+        &self,
+        n: u32,
+        wait: Duration,
+    ) -> impl Future<Output = keylatch::Result<bool>> + Send;
+}
+
+impl TakeUnguarded for keylatch::Semaphore {
+    async fn take(&self, n: u32) -> keylatch::Result<()> {
+        let permit = self
+            .acquire_many(n, keylatch::AcquireOptions::new())
+            .await?;
+        permit.expect("an unbounded wait returns a permit").forget();
+        Ok(())
+    }
+
+    async fn try_take(&self, n: u32) -> keylatch::Result<bool> {
+        self.try_take_for(n, Duration::ZERO).await
+    }
+
+    async fn try_take_for(&self, n: u32, wait: Duration) -> keylatch::Result<bool> {
+        let options = keylatch::AcquireOptions::new().with_wait(wait);
+        Ok(self
+            .acquire_many(n, options)
+            .await?
+            .map(keylatch::SemaphorePermit::forget)
+            .is_some())
+    }
 }

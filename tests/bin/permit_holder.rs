@@ -24,11 +24,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             permit.release().await?;
         }
         "plain" => {
-            let semaphore = client.semaphore(name);
-            semaphore.acquire().await?;
+            let permit = client.semaphore(name).acquire().await?;
             println!("acquired plain");
             tokio::time::sleep(Duration::from_secs(3600)).await;
-            semaphore.release(1).await?;
+            permit.release().await?;
         }
         other => return Err(format!("unknown kind {other:?}").into()),
     }

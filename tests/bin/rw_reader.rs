@@ -18,14 +18,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .watchdog_timeout(Duration::from_millis(watchdog_ms.parse()?))
         .build()?;
     let client = keylatch::Client::connect_with(config).await?;
-    let rw = client.rw_lock(name);
+    // One reader owner with `holds` read holds.
+    let rw = client.rw_lock(name).with_owner(keylatch::Owner::unique());
     let mut guards = Vec::new();
     for _ in 0..holds {
         guards.push(rw.read().await?);
     }
     let owner = guards
         .first()
-        .map(|g| g.owner().to_string())
+        .map(|g| g.owner_id().to_string())
         .unwrap_or_default();
     println!("locked {owner}");
     tokio::time::sleep(Duration::from_secs(3600)).await;

@@ -50,7 +50,11 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
             .await
             .map(|_| ()),
         wrong.force_unlock().await.map(|_| ()),
-        wrong.hold_count().await.map(|_| ()),
+        wrong
+            .with_owner(keylatch::Owner::unique())
+            .hold_count()
+            .await
+            .map(|_| ()),
     ] {
         let err = result.unwrap_err();
         assert!(

@@ -135,7 +135,8 @@ async fn a_thousand_cancelled_waits_leave_nothing() {
         let name = name.clone();
         tasks.push(tokio::spawn(async move {
             let mut rng = Rng(seed.wrapping_add(t * 7919));
-            let lock: FairLock = client.fair_lock(&name);
+            // One owner per task, as a worker that waits again and again.
+            let lock: FairLock = client.fair_lock(&name).with_owner(Owner::unique());
             while cancelled.load(Ordering::Relaxed) < CANCELLED && Instant::now() < stop_at {
                 let after = Duration::from_nanos(rng.below(4_000_000));
                 match rng.below(4) {

@@ -53,7 +53,10 @@ async fn queue_zset_channels_and_messages_match_redisson() {
         .await
         .unwrap();
     let fields: Vec<(String, String)> = conn.hgetall(&name).await.unwrap();
-    assert_eq!(fields, vec![(holder.owner().to_string(), "1".to_owned())]);
+    assert_eq!(
+        fields,
+        vec![(holder.owner_id().to_string(), "1".to_owned())]
+    );
     let pttl: i64 = conn.pttl(&name).await.unwrap();
     assert!((19_000..=20_000).contains(&pttl), "pttl {pttl}");
 
@@ -101,7 +104,7 @@ async fn queue_zset_channels_and_messages_match_redisson() {
     );
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
     let guard = first_wait.await.unwrap().unwrap();
-    assert_eq!(guard.owner().to_string(), first_id);
+    assert_eq!(guard.owner_id().to_string(), first_id);
     let listed: Vec<String> = conn.lrange(queue_key(&name), 0, -1).await.unwrap();
     assert_eq!(
         listed,

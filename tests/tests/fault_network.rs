@@ -107,7 +107,7 @@ async fn s05_blackholed_holder_is_told_before_the_server_expires_it() {
         .lock()
         .await
         .unwrap();
-    let new_owner = new_guard.owner().to_string();
+    let new_owner = new_guard.owner_id().to_string();
     tokio::time::sleep((lease * 2).saturating_sub(blackholed.elapsed())).await;
     proxy.set(Fault::Pass);
     let err = guard.unlock().await.unwrap_err();
@@ -149,7 +149,7 @@ async fn s06_dropped_replies_do_not_double_holds() {
         .unwrap()
         .expect("the acquire succeeds once replies flow again");
     client.wait_idle().await;
-    let field = guard.owner().to_string();
+    let field = guard.owner_id().to_string();
     let count: Option<u64> = conn.hget(&name, &field).await.unwrap();
     println!("s06: after dropped replies, hold count {count:?} for one guard");
     assert_eq!(count, Some(1), "the hold count was doubled (or lost)");

@@ -30,7 +30,7 @@ async fn hash_field_ttl_and_unlock_message_match_redisson() {
     let (uuid, number) = field.rsplit_once(':').expect("<uuid>:<n>");
     assert_eq!(uuid, client.id().to_string());
     assert!(number.parse::<u64>().is_ok(), "owner number {number:?}");
-    assert_eq!(*field, guard.owner().to_string());
+    assert_eq!(*field, guard.owner_id().to_string());
     let pttl: i64 = conn.pttl(&name).await.unwrap();
     assert!((19_000..=20_000).contains(&pttl), "pttl {pttl}");
 

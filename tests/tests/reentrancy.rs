@@ -1,17 +1,18 @@
-//! Reentrancy is per owner: one task may lock three times; another task is another owner.
+//! Reentrancy is per owner, and asked for: an owner scope may lock three times; every other
+//! acquisition is another owner.
 use std::time::Duration;
 
 use keylatch::Owner;
 use keylatch_tests::{client, server, unique};
 
 #[tokio::test]
-async fn one_task_locks_three_times_and_others_wait_for_three_unlocks() {
+async fn one_owner_locks_three_times_and_others_wait_for_three_unlocks() {
     let server = server();
     let client = client(&server).await;
     let name = unique("reentrant");
     let lock = client.lock(&name);
     let holder = tokio::spawn({
-        let lock = lock.clone();
+        let lock = lock.with_owner(Owner::unique());
         async move {
             let guards = vec![
                 lock.lock().await.unwrap(),
@@ -28,7 +29,8 @@ async fn one_task_locks_three_times_and_others_wait_for_three_unlocks() {
     });
     let mut guards = holder.await.unwrap();
 
-    // Another task is another owner: it cannot get in while any of the three holds remain.
+    // Another acquisition is another owner: it cannot get in while any of the three holds
+    // remain.
     for remaining in (1..=3).rev() {
         let other = lock.clone();
         let got = tokio::spawn(async move {

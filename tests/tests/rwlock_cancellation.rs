@@ -80,7 +80,8 @@ async fn read_timeout_storms_leave_nothing() {
     let client = client(&server).await;
     let other = keylatch_tests::client(&server).await;
     let name = unique("rw-read-storm");
-    let rw = client.rw_lock(&name);
+    // One owner scope, so that the second storm's reads are re-entries.
+    let rw = client.rw_lock(&name).with_owner(Owner::unique());
     let mut storm = Storm::default();
     // Uncontended: the drop lands before, during or after the acquire's round trip.
     storm

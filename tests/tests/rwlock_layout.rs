@@ -43,7 +43,7 @@ async fn read_holds_fields_per_hold_keys_and_ttls() {
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
-    let me = r1.owner().to_string();
+    let me = r1.owner_id().to_string();
     assert!(me.starts_with(&client.id().to_string()));
     assert_fields(&mut conn, &name, &[("mode", "read"), (&me, "1")]).await;
     let key1 = hold_key(&name, &me, 1);
@@ -71,7 +71,7 @@ async fn read_holds_fields_per_hold_keys_and_ttls() {
         .lock_with_lease(Duration::from_secs(40))
         .await
         .unwrap();
-    let them = long.owner().to_string();
+    let them = long.owner_id().to_string();
     assert!((39_000..=40_000).contains(&pttl(&mut conn, &name).await));
     long.unlock().await.unwrap();
     let after = pttl(&mut conn, &name).await;
@@ -98,10 +98,16 @@ async fn read_holds_fields_per_hold_keys_and_ttls() {
     assert!((29_000..=30_000).contains(&pttl(&mut conn, &name).await));
     r.unlock().await.unwrap();
 
-    // A name that carries its own hash tag gets no extra braces.
+    // A name that carries its own hash tag (accepted when configured) gets no extra braces.
     let tagged = format!("{{{name}}}-tagged");
+    let config = keylatch::Config::builder()
+        .url(server.url())
+        .hash_tagged_names(true)
+        .build()
+        .unwrap();
+    let client = keylatch::Client::connect_with(config).await.unwrap();
     let r = client.rw_lock(&tagged).read().await.unwrap();
-    let key = format!("{tagged}:{}:rwlock_timeout:1", r.owner());
+    let key = format!("{tagged}:{}:rwlock_timeout:1", r.owner_id());
     let exists: bool = conn.exists(&key).await.unwrap();
     assert!(exists, "expected {key}");
     assert_eq!(
@@ -123,7 +129,7 @@ async fn write_hold_fields_and_ttls() {
         .lock_with_lease(Duration::from_secs(10))
         .await
         .unwrap();
-    let me = w1.owner().to_string();
+    let me = w1.owner_id().to_string();
     let w2 = rw.write().await.unwrap();
     let my_write = format!("{me}:write");
     assert_fields(&mut conn, &name, &[(&my_write, "2"), ("mode", "write")]).await;
@@ -249,7 +255,7 @@ async fn a_waiting_writer_is_recorded_in_the_intent_zset() {
     let exists: bool = conn.exists(&key).await.unwrap();
     assert!(!exists, "the acquire removed the intent");
     assert_eq!(
-        guard.owner().to_string(),
+        guard.owner_id().to_string(),
         entries[0].0,
         "the intent is the writer's owner id"
     );
@@ -343,7 +349,12 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
         wrong.read().await.map(|_| ()),
         wrong.force_unlock().await.map(|_| ()),
         wrong.is_locked().await.map(|_| ()),
-        wrong.read_lock().hold_count().await.map(|_| ()),
+        wrong
+            .read_lock()
+            .with_owner(Owner::unique())
+            .hold_count()
+            .await
+            .map(|_| ()),
     ];
     for result in results {
         let err = result.unwrap_err();

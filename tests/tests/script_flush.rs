@@ -9,7 +9,9 @@ async fn script_flush_between_operations_is_invisible() {
     let server = server();
     let client = client(&server).await;
     let mut conn = raw(&server).await;
-    let lock = client.lock(&unique("flush"));
+    let lock = client
+        .lock(&unique("flush"))
+        .with_owner(keylatch::Owner::unique());
     for _ in 0..20 {
         let _: () = redis::cmd("SCRIPT")
             .arg("FLUSH")

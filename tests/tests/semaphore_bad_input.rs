@@ -7,7 +7,8 @@ use std::time::Duration;
 use keylatch::redis::AsyncCommands;
 use keylatch::{AcquireOptions, DistributedLock, Error, MAX_NAME_LEN};
 use keylatch_tests::{
-    client, invalid_leases, keyspace, raw, send_static, send_sync_static, server, unique,
+    TakeUnguarded, client, invalid_leases, keyspace, raw, send_static, send_sync_static, server,
+    unique,
 };
 
 const MAX_PERMITS: u32 = i32::MAX as u32;
@@ -66,7 +67,7 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
         invalid(s.available_permits().await.unwrap_err());
         invalid(s.drain_permits().await.unwrap_err());
         invalid(s.acquire().await.unwrap_err());
-        invalid(s.try_acquire(1).await.unwrap_err());
+        invalid(s.try_take(1).await.unwrap_err());
         invalid(s.release(1).await.unwrap_err());
         invalid(s.as_lock().try_lock().await.unwrap_err());
         invalid(s.as_lock().is_locked().await.unwrap_err());
@@ -91,14 +92,11 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
         semaphore.try_set_permits(MAX_PERMITS + 1).await,
         "try_set > max",
     );
-    invalid_permits(semaphore.acquire_many(0).await, "acquire_many 0");
+    invalid_permits(semaphore.take(0).await, "acquire_many 0");
+    invalid_permits(semaphore.take(u32::MAX).await, "acquire_many u32::MAX");
+    invalid_permits(semaphore.try_take(0).await, "try_acquire 0");
     invalid_permits(
-        semaphore.acquire_many(u32::MAX).await,
-        "acquire_many u32::MAX",
-    );
-    invalid_permits(semaphore.try_acquire(0).await, "try_acquire 0");
-    invalid_permits(
-        semaphore.try_acquire_for(0, Duration::from_secs(1)).await,
+        semaphore.try_take_for(0, Duration::from_secs(1)).await,
         "try_acquire_for 0",
     );
     invalid_permits(semaphore.release(0).await, "release 0");
@@ -182,7 +180,7 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
             )
         };
         let s = client.semaphore(key);
-        wrong(s.try_acquire(1).await.unwrap_err());
+        wrong(s.try_take(1).await.unwrap_err());
         wrong(s.release(1).await.unwrap_err());
         wrong(s.add_permits(-1).await.unwrap_err());
         wrong(s.try_set_permits(1).await.unwrap_err());
@@ -248,7 +246,7 @@ async fn handles_permits_and_futures_cross_tasks() {
     xsemaphore.try_set_permits(2).await.unwrap();
 
     let s = semaphore.clone();
-    let fut = async move { s.acquire_many(1).await };
+    let fut = async move { s.take(1).await };
     send_static(&fut);
     fut.await.unwrap();
     let s = semaphore.clone();

@@ -10,8 +10,8 @@ use keylatch::redis::AsyncCommands;
 use keylatch::{Client, DistributedLock};
 use keylatch_testkit::{Fault, FaultProxy, RedisServer};
 use keylatch_tests::{
-    assert_client_unsubscribed, assert_server_unsubscribed, client_via, command_calls,
-    dropped_in_flight, eventually, poll_once, raw, server, unique,
+    TakeUnguarded, assert_client_unsubscribed, assert_server_unsubscribed, client_via,
+    command_calls, dropped_in_flight, eventually, poll_once, raw, server, unique,
 };
 
 const TOTAL: u32 = 3;
@@ -78,9 +78,9 @@ async fn poll_once_then_drop_leaves_every_permit_in_place() {
     // count them, to give them back.
     let mut completed = 0;
     for _ in 0..40 {
-        completed += poll_once(semaphore.acquire()).map_or(0, |r| r.map(|()| 1).unwrap());
-        completed += poll_once(semaphore.acquire_many(2)).map_or(0, |r| r.map(|()| 2).unwrap());
-        completed += poll_once(semaphore.try_acquire(1)).map_or(0, |r| u32::from(r.unwrap()));
+        completed += poll_once(semaphore.take(1)).map_or(0, |r| r.map(|()| 1).unwrap());
+        completed += poll_once(semaphore.take(2)).map_or(0, |r| r.map(|()| 2).unwrap());
+        completed += poll_once(semaphore.try_take(1)).map_or(0, |r| u32::from(r.unwrap()));
         // A guard completed by its one poll is dropped, which gives its permit back.
         drop(poll_once(lock.lock()));
     }
@@ -150,7 +150,7 @@ async fn timeout_storms_leave_nothing_behind() {
     for round in 0..2 {
         let holder = other.semaphore(&name);
         if round == 1 {
-            bounded(holder.acquire_many(TOTAL)).await.unwrap();
+            bounded(holder.take(TOTAL)).await.unwrap();
         }
         let release = tokio::spawn(async move {
             if round == 1 {
@@ -161,7 +161,7 @@ async fn timeout_storms_leave_nothing_behind() {
         for i in 0..200u64 {
             let wait = Duration::from_nanos(i * 5_000);
             if i % 2 == 0 {
-                match tokio::time::timeout(wait, semaphore.acquire_many(2)).await {
+                match tokio::time::timeout(wait, semaphore.take(2)).await {
                     Ok(result) => {
                         result.unwrap();
                         acquired += 1;
@@ -299,7 +299,7 @@ async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
     semaphore.try_set_permits(TOTAL).await.unwrap();
 
     assert!(
-        dropped_in_flight(&mut conn, semaphore.acquire_many(2)).await,
+        dropped_in_flight(&mut conn, semaphore.take(2)).await,
         "the acquire should wait for the paused server"
     );
     client.wait_idle().await;
@@ -309,7 +309,7 @@ async fn requests_dropped_in_flight_are_undone_or_finished_exactly_once() {
         "the acquire dropped in flight kept its permits"
     );
 
-    bounded(semaphore.acquire()).await.unwrap();
+    bounded(semaphore.take(1)).await.unwrap();
     assert!(
         dropped_in_flight(&mut conn, semaphore.release(1)).await,
         "the release should wait for the paused server"
@@ -379,7 +379,7 @@ async fn lost_replies_neither_leak_nor_double_permits() {
     proxy.set(Fault::DropReplies);
     let plain = tokio::spawn({
         let semaphore = semaphore.clone();
-        async move { semaphore.acquire().await }
+        async move { semaphore.take(1).await }
     });
     let expirable = tokio::spawn({
         let xsemaphore = xsemaphore.clone();

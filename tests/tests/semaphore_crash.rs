@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch_tests::{client, raw, server, spawn_reporting, unique};
+use keylatch_tests::{TakeUnguarded, client, raw, server, spawn_reporting, unique};
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
 
@@ -81,7 +81,7 @@ async fn killed_holder_of_a_plain_permit_never_returns_it() {
     child.kill().await.unwrap();
     // Give it as long as the expirable semaphore needed, and more.
     let got = semaphore
-        .try_acquire_for(1, WATCHDOG + Duration::from_secs(1))
+        .try_take_for(1, WATCHDOG + Duration::from_secs(1))
         .await
         .unwrap();
     println!("plain semaphore: permit returned after the holder's crash: {got}");
@@ -92,5 +92,5 @@ async fn killed_holder_of_a_plain_permit_never_returns_it() {
     assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     // Only an explicit release (by anyone) brings it back.
     semaphore.release(1).await.unwrap();
-    assert!(semaphore.try_acquire(1).await.unwrap());
+    assert!(semaphore.try_take(1).await.unwrap());
 }

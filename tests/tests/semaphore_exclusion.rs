@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use keylatch::redis::{self, AsyncCommands};
 use keylatch::{DistributedLock, Error};
-use keylatch_tests::{client, raw, server, unique};
+use keylatch_tests::{TakeUnguarded, client, raw, server, unique};
 
 const WORKERS: usize = 8;
 const PERMITS: u32 = 3;
@@ -112,7 +112,7 @@ async fn plain_semaphore_caps_eight_workers_on_two_clients_at_three() {
             for i in 0..ITERATIONS {
                 // Half the workers use acquire/release, half the guard form.
                 if worker % 2 == 0 {
-                    semaphore.acquire().await.unwrap();
+                    semaphore.take(1).await.unwrap();
                     detector.inside(&mut conn, &name, worker).await;
                     semaphore.release(1).await.unwrap();
                 } else {
@@ -254,9 +254,9 @@ async fn many_acquire_many_at_once_keep_counts_exact() {
                 let n = 2 + ((t + round) % 4) as u32;
                 // Plain: acquire_many, or try_acquire (which may fail).
                 let got = if round % 3 == 0 {
-                    semaphore.try_acquire(n).await.unwrap()
+                    semaphore.try_take(n).await.unwrap()
                 } else {
-                    semaphore.acquire_many(n).await.unwrap();
+                    semaphore.take(n).await.unwrap();
                     true
                 };
                 if got {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use keylatch::redis::{self, AsyncCommands};
 use keylatch::{DistributedLock, Error};
-use keylatch_tests::{client, client_with, pubsub, raw, server, server_ms, unique};
+use keylatch_tests::{TakeUnguarded, client, client_with, pubsub, raw, server, server_ms, unique};
 
 async fn next_message(
     messages: &mut (impl futures_util::Stream<Item = redis::Msg> + Unpin),
@@ -48,7 +48,7 @@ async fn plain_layout_and_messages_are_redissons() {
         (channel.clone(), "5".into())
     );
 
-    semaphore.acquire_many(2).await.unwrap();
+    semaphore.take(2).await.unwrap();
     assert_eq!(conn.get::<_, String>(&name).await.unwrap(), "3");
     semaphore.release(1).await.unwrap();
     assert_eq!(
@@ -64,7 +64,7 @@ async fn plain_layout_and_messages_are_redissons() {
     assert_eq!(semaphore.available_permits().await.unwrap(), 5);
     assert_eq!(semaphore.drain_permits().await.unwrap(), 5);
     assert_eq!(conn.get::<_, String>(&name).await.unwrap(), "0");
-    assert!(!semaphore.try_acquire(1).await.unwrap());
+    assert!(!semaphore.try_take(1).await.unwrap());
 
     // Request markers: `{name}:req:<32 hex>`, each with a TTL of the request window.
     let markers: Vec<String> = conn.keys(format!("{{{name}}}:req:*")).await.unwrap();
@@ -79,7 +79,7 @@ async fn plain_layout_and_messages_are_redissons() {
     // have gathered: they never pile up.
     for _ in 0..50 {
         semaphore.release(1).await.unwrap();
-        semaphore.acquire().await.unwrap();
+        semaphore.take(1).await.unwrap();
     }
     let markers: Vec<String> = conn.keys(format!("{{{name}}}:req:*")).await.unwrap();
     println!(
@@ -90,7 +90,7 @@ async fn plain_layout_and_messages_are_redissons() {
 
     // A count written by someone else (Redisson's `trySetPermits`) is used as is.
     let _: () = conn.set(&name, 2).await.unwrap();
-    assert!(semaphore.try_acquire(2).await.unwrap());
+    assert!(semaphore.try_take(2).await.unwrap());
     assert_eq!(conn.get::<_, String>(&name).await.unwrap(), "0");
 }
 
@@ -166,20 +166,20 @@ async fn plain_permits_are_not_owned_and_the_guard_form_follows_the_trait() {
     let name = unique("sem-semantics");
     let semaphore = a.semaphore(&name);
     assert!(
-        !semaphore.try_acquire(1).await.unwrap(),
+        !semaphore.try_take(1).await.unwrap(),
         "missing means 0 permits"
     );
     assert!(
         !semaphore
-            .try_acquire_for(1, Duration::from_millis(200))
+            .try_take_for(1, Duration::from_millis(200))
             .await
             .unwrap()
     );
     semaphore.try_set_permits(1).await.unwrap();
-    semaphore.acquire().await.unwrap();
+    semaphore.take(1).await.unwrap();
     // Another client releases what this one acquired.
     b.semaphore(&name).release(1).await.unwrap();
-    assert!(semaphore.try_acquire(1).await.unwrap());
+    assert!(semaphore.try_take(1).await.unwrap());
     b.semaphore(&name).release(1).await.unwrap();
 
     let lock = semaphore.as_lock();

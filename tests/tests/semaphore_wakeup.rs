@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use keylatch::redis::{self, AsyncCommands};
 use keylatch_tests::{
-    client_with, command_calls, eventually, kill_pubsub_and_await_reconnect, raw, server,
-    server_channels, unique,
+    TakeUnguarded, client_with, command_calls, eventually, kill_pubsub_and_await_reconnect, raw,
+    server, server_channels, unique,
 };
 
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -23,11 +23,10 @@ async fn release_wakes_a_waiter_through_pubsub() {
     // Plain: one permit, taken; the waiter needs it.
     let name = unique("sem-wake");
     holder.semaphore(&name).try_set_permits(1).await.unwrap();
-    holder.semaphore(&name).acquire().await.unwrap();
+    holder.semaphore(&name).take(1).await.unwrap();
     let semaphore = waiter.semaphore(&name);
     let started = tokio::time::Instant::now();
-    let waiting =
-        tokio::spawn(async move { semaphore.acquire().await.map(|()| started.elapsed()) });
+    let waiting = tokio::spawn(async move { semaphore.take(1).await.map(|()| started.elapsed()) });
     let subscribed = eventually(Duration::from_secs(5), || async {
         waiter.stats().subscribers == 1
     })
@@ -82,7 +81,7 @@ async fn waiter_survives_a_killed_pubsub_connection() {
     let name = unique("sem-kill");
     let xname = unique("xsem-kill");
     holder.semaphore(&name).try_set_permits(1).await.unwrap();
-    holder.semaphore(&name).acquire().await.unwrap();
+    holder.semaphore(&name).take(1).await.unwrap();
     let xholder = holder.permit_expirable_semaphore(&xname);
     xholder.try_set_permits(1).await.unwrap();
     let permit = xholder
@@ -94,7 +93,7 @@ async fn waiter_survives_a_killed_pubsub_connection() {
     let xsemaphore = waiter.permit_expirable_semaphore(&xname);
     let started = tokio::time::Instant::now();
     let plain_waiting =
-        tokio::spawn(async move { semaphore.acquire().await.map(|()| started.elapsed()) });
+        tokio::spawn(async move { semaphore.take(1).await.map(|()| started.elapsed()) });
     let expirable_waiting = tokio::spawn(async move {
         xsemaphore
             .acquire()
@@ -152,7 +151,7 @@ async fn waiter_acquires_within_the_fallback_poll_when_no_message_comes() {
     let _: () = conn.set(&name, 0).await.unwrap();
 
     let semaphore = waiter.semaphore(&name);
-    let plain_waiting = tokio::spawn(async move { semaphore.acquire_many(2).await });
+    let plain_waiting = tokio::spawn(async move { semaphore.take(2).await });
     let waiting_semaphore = xsemaphore.clone();
     let expirable_waiting = tokio::spawn(async move { waiting_semaphore.acquire().await });
     let subscribed = eventually(Duration::from_secs(5), || async {
@@ -208,7 +207,7 @@ async fn take_all(
     } else {
         let semaphore = holder.semaphore(name);
         semaphore.try_set_permits(permits).await.unwrap();
-        semaphore.acquire_many(permits).await.unwrap();
+        semaphore.take(permits).await.unwrap();
     }
     held
 }
@@ -260,7 +259,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
                         .unwrap();
                     permit.forget();
                 } else {
-                    waiter.semaphore(&name).acquire().await.unwrap();
+                    waiter.semaphore(&name).take(1).await.unwrap();
                 }
             }));
         }
@@ -348,7 +347,7 @@ async fn a_waiter_for_several_permits_does_not_swallow_a_wake_up() {
                     .expect("no wait bound");
                 permits.len()
             } else {
-                w.semaphore(&n).acquire_many(2).await.unwrap();
+                w.semaphore(&n).take(2).await.unwrap();
                 2
             }
         });
@@ -366,7 +365,7 @@ async fn a_waiter_for_several_permits_does_not_swallow_a_wake_up() {
                     .unwrap()
                     .forget();
             } else {
-                w.semaphore(&n).acquire().await.unwrap();
+                w.semaphore(&n).take(1).await.unwrap();
             }
         });
         let subscribed = eventually(Duration::from_secs(5), || async {

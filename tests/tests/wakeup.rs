@@ -86,7 +86,7 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
         .unwrap();
     let client = keylatch::Client::connect_with(config).await.unwrap();
     let mut conn = raw(&server).await;
-    let hub = client.hub();
+    let hub = client.core().hub();
     let channel = unique("rejoin");
     let mut missing = 0;
     for round in 0..ROUNDS {
@@ -118,7 +118,7 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
         "a join returned before the channel was subscribed again"
     );
     let idle = eventually(Duration::from_secs(5), || async {
-        client.hub().channel_count() == 0
+        client.core().hub().channel_count() == 0
     })
     .await;
     assert!(idle, "the hub kept a channel nobody uses");
@@ -140,7 +140,7 @@ async fn an_unused_channel_lingers_then_is_unsubscribed() {
         .unwrap();
     let client = keylatch::Client::connect_with(config).await.unwrap();
     let mut conn = raw(&server).await;
-    let hub = client.hub();
+    let hub = client.core().hub();
     let channel = unique("linger");
     let numsub = |mut conn: redis::aio::MultiplexedConnection, channel: String| async move {
         let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
@@ -171,7 +171,7 @@ async fn an_unused_channel_lingers_then_is_unsubscribed() {
     assert_eq!(numsub(conn.clone(), channel.clone()).await, 1);
     drop(again);
     let unsubscribed = eventually(Duration::from_secs(5), || async {
-        numsub(conn.clone(), channel.clone()).await == 0 && client.hub().channel_count() == 0
+        numsub(conn.clone(), channel.clone()).await == 0 && client.core().hub().channel_count() == 0
     })
     .await;
     let waited = left.elapsed();

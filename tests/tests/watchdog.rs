@@ -36,6 +36,7 @@ async fn hold_outlives_many_leases_and_renewal_stops_at_unlock() {
     );
     assert_eq!(stats.watched, 1);
 
+    let field = guard.owner_id().to_string();
     guard.unlock().await.unwrap();
     assert_eq!(
         client.stats().watchdog.holds,
@@ -44,7 +45,6 @@ async fn hold_outlives_many_leases_and_renewal_stops_at_unlock() {
     );
     let renewed = client.stats().watchdog.renewed_keys;
     // Put a hash with our field back by hand: a renewal would find and extend it.
-    let field = client.owner_id(keylatch::Owner::CurrentTask).to_string();
     let _: () = conn.hset(&name, &field, 1).await.unwrap();
     let _: () = conn.pexpire(&name, 5000).await.unwrap();
     tokio::time::sleep(WATCHDOG).await;

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use deadpool_redis::redis::{self, FromRedisValue, Value};
 use deadpool_redis::{Manager, Pool, Runtime};
 use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::commands::Commands;
@@ -36,6 +38,10 @@ struct ClientInner {
     watchdog: WatchdogRegistry,
     background: Arc<Background>,
     tasks: Vec<tokio::task::AbortHandle>,
+    /// Cancelled when [`Client::shutdown`] starts: new acquisitions are refused and waits end.
+    closing: CancellationToken,
+    /// Acquisitions under way (see [`Client::begin_acquisition`]).
+    active: Arc<Background>,
 }
 
 #[derive(Debug, Default)]
@@ -134,6 +140,8 @@ impl Client {
                     .chain([&watchdog_task])
                     .map(tokio::task::JoinHandle::abort_handle)
                     .collect(),
+                closing: CancellationToken::new(),
+                active: Arc::new(Background::default()),
             }),
         })
     }
@@ -154,11 +162,13 @@ impl Client {
     }
 
     /// The pub/sub hub.
+    #[doc(hidden)]
     pub fn hub(&self) -> &PubSubHub {
         &self.inner.hub
     }
 
     /// The watchdog registry.
+    #[doc(hidden)]
     pub fn watchdog(&self) -> &WatchdogRegistry {
         &self.inner.watchdog
     }
@@ -167,6 +177,7 @@ impl Client {
     ///
     /// # Errors
     /// Redis errors.
+    #[doc(hidden)]
     pub async fn preload(&self, scripts: &[&'static LuaScript]) -> Result<()> {
         self.inner.commands.load(scripts).await
     }
@@ -176,6 +187,7 @@ impl Client {
     /// # Errors
     /// [`Error::WrongType`] naming the call's first key, [`Error::UnexpectedReply`], Redis
     /// errors. Never `NOSCRIPT`.
+    #[doc(hidden)]
     pub async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
         self.inner.commands.eval(call).await
     }
@@ -184,6 +196,7 @@ impl Client {
     ///
     /// # Errors
     /// As [`eval`](Client::eval).
+    #[doc(hidden)]
     pub async fn eval_value(&self, call: &ScriptCall) -> Result<Value> {
         self.inner.commands.eval_value(call).await
     }
@@ -192,6 +205,7 @@ impl Client {
     ///
     /// # Errors
     /// As [`eval`](Client::eval).
+    #[doc(hidden)]
     pub async fn eval_batch(&self, calls: &[ScriptCall]) -> Result<Vec<Value>> {
         self.inner.commands.eval_batch(calls).await
     }
@@ -201,6 +215,7 @@ impl Client {
     /// # Errors
     /// [`Error::NoTtl`] for a key that exists without an expiry, [`Error::WrongType`], Redis
     /// errors.
+    #[doc(hidden)]
     pub async fn remaining_ttl(&self, key: &str) -> Result<Option<std::time::Duration>> {
         let pttl: i64 = self.query(redis::cmd("PTTL").arg(key), key).await?;
         match pttl {
@@ -218,6 +233,7 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::WrongType`] naming `key`, Redis errors.
+    #[doc(hidden)]
     pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
         self.inner.commands.query(cmd, key).await
     }
@@ -231,19 +247,147 @@ impl Client {
         self.inner.commands.pooled().await
     }
 
+    /// Checks a lock name under this client's configuration (see
+    /// [`validate_name`](crate::validate_name) and [`Config::hash_tagged_names`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`].
+    pub fn validate_name(&self, name: &str) -> Result<()> {
+        crate::keys::validate_name_with(name, self.inner.config.hash_tagged_names)
+    }
+
+    /// Whether [`shutdown`](Client::shutdown) has started.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closing.is_cancelled()
+    }
+
+    /// Marks an acquisition as under way until the returned value drops: refused with
+    /// [`Error::Closed`] once the client is shutting down, and counted so that the shutdown
+    /// waits for it to end. Every primitive's wait takes one, and ends with `Closed` when
+    /// [`closing`](Client::closing) completes.
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    #[doc(hidden)]
+    pub fn begin_acquisition(&self) -> Result<Acquisition> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        Ok(Acquisition(Done::enter(&self.inner.active)))
+    }
+
+    /// Completes when the client's shutdown starts.
+    #[doc(hidden)]
+    pub fn closing(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.inner.closing.cancelled()
+    }
+
+    /// Ends the client cleanly: refuses new acquisitions and ends the waits in progress with
+    /// [`Error::Closed`], releases every hold and permit the client still has (their guards then
+    /// report [`lost`](crate::LockGuard::lost), and their `unlock` returns `Closed`), waits for
+    /// the background releases and undos, then stops the watchdog and the pub/sub hub. Every
+    /// call after it returns [`Error::Closed`]. It takes at most
+    /// [`Config::shutdown_timeout`]; call it before the program ends (a runtime that shuts
+    /// down drops the releases still running in the background).
+    ///
+    /// Calling it again, or from another clone, waits for the same end.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
+    /// let permit = client.semaphore("encoders").acquire().await?;
+    /// // ... the program is told to stop ...
+    /// client.shutdown().await?; // the permit is given back; the guard is now inert
+    /// drop(permit);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when releases were still unfinished at the timeout (the leases end
+    /// them); the client is closed all the same.
+    ///
+    /// # Cancel safety
+    /// Once polled, the client is closing; dropping the future leaves the releases to the
+    /// background.
+    pub async fn shutdown(&self) -> Result<()> {
+        let limit = self.inner.config.shutdown_timeout;
+        let deadline = Instant::now() + limit;
+        self.inner.closing.cancel();
+        // The waits in progress see the cancellation and undo what they may have taken.
+        let quiet = tokio::time::timeout_at(deadline, self.inner.active.idle()).await;
+        // Every hold still registered is released, each as many times as guards share it.
+        let releases = self.inner.watchdog.take_all();
+        let work = releases
+            .into_iter()
+            .map(|(release, owner, guards)| async move {
+                for _ in 0..guards {
+                    match release.release(owner).await {
+                        Ok(()) | Err(Error::NotHeld { .. }) => {}
+                        Err(err) if err.is_ambiguous() => {
+                            let _ = release.release_if_count(owner, 1).await;
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "shutdown: a release failed");
+                            return;
+                        }
+                    }
+                }
+            });
+        let released =
+            tokio::time::timeout_at(deadline, futures_util::future::join_all(work)).await;
+        let idle = tokio::time::timeout_at(deadline, self.inner.background.idle()).await;
+        self.inner.commands.close();
+        for task in &self.inner.tasks {
+            task.abort();
+        }
+        if quiet.is_err() || released.is_err() || idle.is_err() {
+            return Err(Error::Timeout { after: limit });
+        }
+        Ok(())
+    }
+
+    /// The application let go of its last client handle (the facade's `Client`): if holds are
+    /// still live, or releases still running, without a shutdown, say so and shut down in the
+    /// background, which releases what it still can.
+    #[doc(hidden)]
+    pub fn abandon(&self) {
+        if self.is_closed() {
+            return;
+        }
+        let holds = self.inner.watchdog.stats().holds;
+        let pending = self.inner.background.pending.load(Ordering::Acquire);
+        if holds == 0 && pending == 0 {
+            return;
+        }
+        tracing::warn!(
+            holds,
+            pending,
+            "keylatch client dropped with live holds and no shutdown(): releasing them in the \
+             background (call Client::shutdown before the program ends)"
+        );
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.clone();
+        handle.spawn(async move {
+            let _ = client.shutdown().await;
+        });
+    }
+
     /// Runs a release or undo in the background, tracked by [`wait_idle`](Client::wait_idle).
     /// Errors are logged (a `NotHeld` at debug level: the hold had already ended).
+    #[doc(hidden)]
     pub fn spawn_background<F>(&self, work: F)
     where
         F: Future<Output = Result<()>> + Send + 'static,
     {
+        if self.inner.commands.is_closed() {
+            return;
+        }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             tracing::debug!("no tokio runtime: the lease will end the hold");
             return;
         };
-        let background = self.inner.background.clone();
-        background.pending.fetch_add(1, Ordering::AcqRel);
-        let done = Done(background);
+        let done = Done::enter(&self.inner.background);
         handle.spawn(async move {
             let _done = done;
             match work.await {
@@ -261,15 +405,7 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn wait_idle(&self) {
-        loop {
-            let notified = self.inner.background.idle.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.inner.background.pending.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
+        self.inner.background.idle().await;
     }
 
     /// The client's counters.
@@ -285,8 +421,37 @@ impl Client {
     }
 }
 
-/// Decrements the pending count when a background task ends, however it ends.
+impl Background {
+    /// Waits until nothing is pending.
+    async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.pending.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// An acquisition under way; see [`Client::begin_acquisition`].
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Acquisition(#[allow(dead_code, reason = "held for its drop")] Done);
+
+/// Decrements the pending count when a background task (or an acquisition) ends, however it
+/// ends.
+#[derive(Debug)]
 struct Done(Arc<Background>);
+
+impl Done {
+    fn enter(counter: &Arc<Background>) -> Done {
+        counter.pending.fetch_add(1, Ordering::AcqRel);
+        Done(counter.clone())
+    }
+}
 
 impl Drop for Done {
     fn drop(&mut self) {

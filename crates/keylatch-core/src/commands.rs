@@ -27,6 +27,9 @@ pub(crate) struct Commands {
     url: String,
     response_timeout: Duration,
     script_reloads: AtomicU64,
+    /// Set at the end of the client's shutdown: every command is refused with
+    /// [`Error::Closed`].
+    closed: std::sync::atomic::AtomicBool,
 }
 
 struct Slot {
@@ -56,6 +59,7 @@ impl Commands {
             url,
             response_timeout,
             script_reloads: AtomicU64::new(0),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -86,7 +90,23 @@ impl Commands {
         (std::hash::Hasher::finish(&hasher) % self.slots.len() as u64) as usize
     }
 
+    /// Whether [`close`](Commands::close) has run.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Refuses every command from now on, and drops the connections.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for slot in &self.slots {
+            *slot.current.lock().expect("slot lock") = None;
+        }
+    }
+
     async fn connection(&self, index: usize) -> Result<(u64, MultiplexedConnection)> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
         let slot = &self.slots[index];
         if let Some(held) = slot.current.lock().expect("slot lock").as_ref() {
             return Ok((held.generation, held.conn.clone()));
@@ -131,6 +151,9 @@ impl Commands {
 
     /// A connection from the pool, for the application's own commands.
     pub(crate) async fn pooled(&self) -> Result<Connection> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
         self.pool.get().await.map_err(|err| self.connect_error(err))
     }
 

@@ -16,9 +16,9 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// milliseconds):
 ///
 /// ```
-/// # fn main() -> keylatch_core::Result<()> {
+/// # fn main() -> keylatch::Result<()> {
 /// use std::time::Duration;
-/// use keylatch_core::Config;
+/// use keylatch::Config;
 ///
 /// let config = Config::builder()
 ///     .url("redis://127.0.0.1:6379")
@@ -56,6 +56,16 @@ pub struct Config {
     /// unsubscribes at once.
     #[serde(with = "duration")]
     pub subscription_linger: Duration,
+    /// The longest [`Client::shutdown`](crate::Client::shutdown) takes to release what the
+    /// client holds.
+    #[serde(with = "duration")]
+    pub shutdown_timeout: Duration,
+    /// Accept lock names with `{` or `}`, which Redisson reads as a cluster hash tag: a name
+    /// `{x}` then shares every derived key (fair queue, semaphore timeouts, channels) with the
+    /// name `x`, so only turn this on for a Redisson application's own hash-tagged names,
+    /// never for names that come from users. Off by default: such names are refused with
+    /// [`Error::InvalidName`].
+    pub hash_tagged_names: bool,
 }
 
 impl Default for Config {
@@ -68,6 +78,8 @@ impl Default for Config {
             response_timeout: Duration::from_secs(5),
             fallback_poll: Duration::from_secs(2),
             subscription_linger: Duration::from_millis(250),
+            shutdown_timeout: Duration::from_secs(5),
+            hash_tagged_names: false,
         }
     }
 }
@@ -112,14 +124,18 @@ impl Config {
         if self.connections == 0 || self.connections > 64 {
             return bad("connections", "must be between 1 and 64");
         }
-        if self.connect_timeout.is_zero() {
-            return bad("connect_timeout", "must be positive");
+        let max = crate::keys::MAX_LEASE;
+        if self.connect_timeout.is_zero() || self.connect_timeout > max {
+            return bad("connect_timeout", "must be positive and at most 30 days");
         }
-        if self.response_timeout.is_zero() {
-            return bad("response_timeout", "must be positive");
+        if self.response_timeout.is_zero() || self.response_timeout > max {
+            return bad("response_timeout", "must be positive and at most 30 days");
         }
-        if self.fallback_poll < Duration::from_millis(10) {
-            return bad("fallback_poll", "must be at least 10ms");
+        if self.fallback_poll < Duration::from_millis(10) || self.fallback_poll > max {
+            return bad("fallback_poll", "must be between 10ms and 30 days");
+        }
+        if self.shutdown_timeout.is_zero() || self.shutdown_timeout > max {
+            return bad("shutdown_timeout", "must be positive and at most 30 days");
         }
         if self.subscription_linger > Duration::from_secs(60) {
             return bad("subscription_linger", "must be at most 60s");
@@ -178,6 +194,18 @@ impl ConfigBuilder {
     /// The fallback poll bound for waiters (default 2 s).
     pub fn fallback_poll(mut self, poll: Duration) -> Self {
         self.config.fallback_poll = poll;
+        self
+    }
+
+    /// The longest [`Client::shutdown`](crate::Client::shutdown) takes (default 5 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.config.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Accept lock names with braces (see [`Config::hash_tagged_names`]; default off).
+    pub fn hash_tagged_names(mut self, accept: bool) -> Self {
+        self.config.hash_tagged_names = accept;
         self
     }
 
@@ -283,6 +311,14 @@ mod tests {
                 .build()
                 .is_err()
         );
+        for huge in [Duration::MAX, Duration::from_secs(u64::MAX / 2)] {
+            assert!(Config::builder().fallback_poll(huge).build().is_err());
+            assert!(Config::builder().response_timeout(huge).build().is_err());
+            assert!(Config::builder().connect_timeout(huge).build().is_err());
+            assert!(Config::builder().shutdown_timeout(huge).build().is_err());
+            assert!(Config::builder().watchdog_timeout(huge).build().is_err());
+            assert!(Config::builder().subscription_linger(huge).build().is_err());
+        }
         assert!(Config::builder().build().is_ok());
     }
 }

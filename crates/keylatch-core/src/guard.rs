@@ -3,32 +3,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::owner::OwnerId;
+use crate::owner::{Owner, OwnerId};
+use crate::release::HoldRelease;
 use crate::watchdog::{HoldHandle, HoldState};
-
-/// How a primitive releases one hold. Implemented by each primitive for its guards.
-#[async_trait]
-pub trait HoldRelease: Send + Sync + fmt::Debug + 'static {
-    /// Releases one hold of `owner`.
-    ///
-    /// # Errors
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when `owner` holds nothing; Redis errors.
-    async fn release(&self, owner: OwnerId) -> Result<()>;
-
-    /// Releases one hold of `owner` only if its hold count on the server is `expected`: the
-    /// undo of a request whose outcome is unknown (a reply lost, a future dropped in flight).
-    /// Whether or not that request ran, the server ends up as if it had not.
-    ///
-    /// # Errors
-    /// Redis errors.
-    async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()>;
-}
 
 /// Proof of a hold, returned by every lock of keylatch.
 ///
@@ -41,7 +23,7 @@ pub trait HoldRelease: Send + Sync + fmt::Debug + 'static {
 /// - [`fencing_token`](LockGuard::fencing_token) is a number that strictly increases with each
 ///   acquisition of the name, when fencing is enabled: pass it to the resource you protect so
 ///   it can refuse writes from an older holder.
-#[must_use = "dropping the guard releases the lock at once"]
+#[must_use = "dropping the guard ends the hold: the release is sent in the background (hold it, `unlock().await` it, or `forget()` it)"]
 pub struct LockGuard {
     inner: Option<Inner>,
     name: Arc<str>,
@@ -68,6 +50,7 @@ impl LockGuard {
         token: Option<u64>,
     ) -> LockGuard {
         let state = hold.subscribe();
+        hold.attach(release.clone(), owner);
         LockGuard {
             inner: Some(Inner {
                 client,
@@ -86,8 +69,14 @@ impl LockGuard {
         &self.name
     }
 
-    /// The owner the hold belongs to.
-    pub fn owner(&self) -> OwnerId {
+    /// The owner the hold belongs to: acquire for it to re-enter the hold
+    /// (`lock.with_owner(guard.owner())`).
+    pub fn owner(&self) -> Owner {
+        self.owner.owner()
+    }
+
+    /// The owner id the hold is written under (`<client-uuid>:<number>`).
+    pub fn owner_id(&self) -> OwnerId {
         self.owner
     }
 
@@ -138,6 +127,16 @@ impl LockGuard {
                     }
                 }
             }
+        }
+    }
+
+    /// Stops tracking the hold without releasing it: no renewal, no release on drop. The hold
+    /// stays until its lease ends (a watchdog-mode hold: within the watchdog timeout) or until
+    /// someone releases it; a plain semaphore's permits stay taken until someone releases them.
+    /// For a deliberate hand-over.
+    pub fn forget(mut self) {
+        if let Some(mut inner) = self.inner.take() {
+            inner.hold.release();
         }
     }
 

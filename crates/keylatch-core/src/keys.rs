@@ -10,11 +10,24 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// The longest lease accepted: 30 days. A longer lease is almost certainly a unit mistake.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// Checks a lock name: non-empty and at most [`MAX_NAME_LEN`] bytes.
+/// Checks a lock name: non-empty, at most [`MAX_NAME_LEN`] bytes, and without `{` or `}`.
+///
+/// Redisson reads braces as a cluster hash tag and then uses the name as it is in derived keys:
+/// the names `x` and `{x}` would share a fair lock's queue or a semaphore's permits. Names with
+/// braces are accepted only with [`Config::hash_tagged_names`](crate::Config::hash_tagged_names)
+/// (see [`validate_name_with`]).
 ///
 /// # Errors
 /// [`Error::InvalidName`].
 pub fn validate_name(name: &str) -> Result<()> {
+    validate_name_with(name, false)
+}
+
+/// As [`validate_name`]; `hash_tags` accepts names with `{` or `}`.
+///
+/// # Errors
+/// [`Error::InvalidName`].
+pub fn validate_name_with(name: &str, hash_tags: bool) -> Result<()> {
     if name.is_empty() {
         return Err(Error::InvalidName {
             reason: "the name is empty",
@@ -23,6 +36,11 @@ pub fn validate_name(name: &str) -> Result<()> {
     if name.len() > MAX_NAME_LEN {
         return Err(Error::InvalidName {
             reason: "the name is longer than 1024 bytes",
+        });
+    }
+    if !hash_tags && name.contains(['{', '}']) {
+        return Err(Error::InvalidName {
+            reason: "braces make a hash tag that shares keys with another name (enable Config::hash_tagged_names for a Redisson application's own tagged names)",
         });
     }
     Ok(())
@@ -103,6 +121,10 @@ mod tests {
         assert!(validate_name("").is_err());
         assert!(validate_name(&"x".repeat(MAX_NAME_LEN + 1)).is_err());
         assert!(validate_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+        for aliasing in ["{x}", "a{b}", "a}b", "{", "}"] {
+            assert!(validate_name(aliasing).is_err(), "{aliasing}");
+            assert!(validate_name_with(aliasing, true).is_ok(), "{aliasing}");
+        }
         assert!(validate_lease(Duration::ZERO).is_err());
         assert!(validate_lease(Duration::from_micros(999)).is_err());
         assert!(validate_lease(MAX_LEASE + Duration::from_secs(1)).is_err());

@@ -20,10 +20,10 @@
 //! crates.
 //!
 //! ```no_run
-//! # async fn demo() -> keylatch_core::Result<()> {
-//! use keylatch_core::{Client, Config};
+//! # async fn demo() -> keylatch::Result<()> {
+//! use keylatch::{Client, Config};
 //!
-//! let client = Client::connect(Config::from_env()).await?;
+//! let client = Client::connect_with(Config::from_env()).await?;
 //! println!("client {} connected", client.id());
 //! # Ok(()) }
 //! ```
@@ -39,21 +39,25 @@ mod hub;
 mod keys;
 mod lock;
 mod owner;
+mod release;
 mod script;
 mod watchdog;
 
-pub use client::{Client, ClientStats};
+pub use client::{Acquisition, Client, ClientStats};
 pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
 pub use error::{Error, Result};
-pub use guard::{HoldRelease, LockGuard, UndoGuard};
+pub use guard::{LockGuard, UndoGuard};
 pub use hub::{PubSubHub, Subscription, WakeMode};
 pub use keys::{
     MAX_LEASE, MAX_NAME_LEN, lease_millis, prefixed, suffixed, validate_lease, validate_name,
+    validate_name_with,
 };
 pub use lock::{
-    AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, jitter, retrying, wait_for,
+    AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, deadline_after, jitter, open,
+    retrying, wait_for,
 };
 pub use owner::{Owner, OwnerId};
+pub use release::HoldRelease;
 pub use script::{LuaScript, ScriptCall};
 pub use watchdog::{
     HoldHandle, HoldState, PendingWork, RENEW_HASH_HOLDS, RENEWAL_BATCH, Renewal, WatchdogRegistry,

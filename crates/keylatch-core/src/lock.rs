@@ -15,7 +15,7 @@ use crate::hub::WakeMode;
 ///
 /// ```
 /// use std::time::Duration;
-/// use keylatch_core::AcquireOptions;
+/// use keylatch::AcquireOptions;
 ///
 /// // Wait up to 2 s; hold for 10 s at most, with no watchdog.
 /// let options = AcquireOptions::new()
@@ -62,6 +62,12 @@ impl AcquireOptions {
         self.wait
     }
 
+    /// The instant the wait ends, from now; `None` waits forever (so does a wait too long for
+    /// the clock, such as `Duration::MAX`).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.wait.and_then(deadline_after)
+    }
+
     /// The fixed lease; `None` means watchdog mode.
     pub fn lease(&self) -> Option<Duration> {
         self.lease
@@ -74,7 +80,7 @@ impl AcquireOptions {
 /// It is object safe, so the primitive can be chosen at run time:
 ///
 /// ```no_run
-/// # async fn demo(lock: std::sync::Arc<dyn keylatch_core::DistributedLock>) -> keylatch_core::Result<()> {
+/// # async fn demo(lock: std::sync::Arc<dyn keylatch::DistributedLock>) -> keylatch::Result<()> {
 /// let guard = lock.lock().await?;
 /// // ... critical section ...
 /// guard.unlock().await?;
@@ -165,6 +171,11 @@ pub trait DistributedLock: Send + Sync + fmt::Debug {
     }
 }
 
+/// The instant `wait` from now, or `None` (wait forever) when that is beyond the clock's range.
+pub fn deadline_after(wait: Duration) -> Option<Instant> {
+    Instant::now().checked_add(wait)
+}
+
 /// The outcome of one acquire attempt, for [`wait_for`].
 #[derive(Debug)]
 pub enum Attempt<T> {
@@ -195,8 +206,12 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
 {
+    let _acquisition = client.begin_acquisition()?;
     let mut failures = 0;
-    let mut remaining = match retrying(&mut attempt, deadline, &mut failures).await? {
+    let mut remaining = match open(
+        client,
+        retrying(&mut attempt, deadline, &mut failures).await,
+    )? {
         Attempt::Done(value) => return Ok(Some(value)),
         Attempt::Retry(remaining) => remaining,
     };
@@ -210,14 +225,17 @@ where
         tokio::pin!(notified);
         notified.as_mut().enable();
         // The first retry happens right after subscribing: a release may have come before.
-        match retrying(&mut attempt, deadline, &mut failures).await? {
+        match open(
+            client,
+            retrying(&mut attempt, deadline, &mut failures).await,
+        )? {
             Attempt::Done(value) => return Ok(Some(value)),
             Attempt::Retry(r) => remaining = r.or(remaining),
         }
         let now = Instant::now();
         let mut until = now + jitter(poll);
-        if let Some(r) = remaining {
-            until = until.min(now + r);
+        if let Some(r) = remaining.and_then(|r| now.checked_add(r)) {
+            until = until.min(r);
         }
         if let Some(deadline) = deadline {
             if deadline <= now {
@@ -225,9 +243,26 @@ where
             }
             until = until.min(deadline);
         }
-        let _ = tokio::time::timeout_at(until, notified).await;
+        tokio::select! {
+            _ = tokio::time::timeout_at(until, notified) => {}
+            // The client is shutting down: give up (what a dropped attempt took is undone).
+            _ = client.closing() => return Err(crate::Error::Closed),
+        }
         remaining = None;
     }
+}
+
+/// An attempt's outcome, or [`Error::Closed`](crate::Error::Closed) when the client started
+/// shutting down meanwhile (what the attempt took is dropped, which releases it). For
+/// primitives that run their own wait loop, after each attempt.
+///
+/// # Errors
+/// The attempt's error, or `Closed`.
+pub fn open<T>(client: &Client, outcome: Result<T>) -> Result<T> {
+    if client.is_closed() {
+        return Err(crate::Error::Closed);
+    }
+    outcome
 }
 
 /// How many transient failures in a row an acquire rides out before it reports the error.

@@ -5,71 +5,80 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use uuid::Uuid;
 
-/// Numbers for threads outside any tokio task start here.
-const THREAD_BASE: u64 = 1 << 62;
-/// Numbers from [`Owner::unique`] start here.
-const UNIQUE_BASE: u64 = 1 << 63;
+/// Every owner number of the process comes from this one counter, so no two owners share one.
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
-static NEXT_UNIQUE: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    static THREAD_NUMBER: u64 = THREAD_BASE | NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Who a lock handle acquires for. Reentrancy is per owner, as Redisson's is per thread.
+/// Who an acquisition is for. Reentrancy is per owner, as Redisson's is per thread, but an
+/// owner is never inferred from whichever task happens to poll the future: it is asked for.
 ///
-/// The default, [`Owner::CurrentTask`], is resolved when an acquire starts: the current tokio
-/// task (unique within the process for the task's life), or the current thread outside any
-/// task (the future given to `block_on`, such as the body of `#[tokio::main]`, is not a task:
-/// it runs as its thread). So one lock handle shared by many tasks still excludes them from each other, while
-/// one task may lock the same name again (reentrancy). Futures joined inside one task
-/// (`join!`, `select!`) share that task's identity.
+/// - **By default every acquisition is a new owner.** Two acquisitions of the same name
+///   exclude each other, even when one task polls both (`join!`, `select!`,
+///   `FuturesUnordered`), as with `tokio::sync::Mutex`.
+/// - **Reentrancy is explicit.** Acquire again for the owner of a held guard
+///   (`lock.with_owner(guard.owner())`), or give a handle an owner scope made with
+///   [`Owner::unique`]: every acquisition through that handle is then for that owner, and
+///   re-enters the holds it already has.
 ///
-/// A guard remembers the owner it acquired for, so it may be unlocked or dropped from another
-/// task.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Owner {
-    /// The current tokio task, or the current thread outside a task.
-    #[default]
-    CurrentTask,
-    /// An explicit owner number, shared by whoever uses it (for example several tasks working
-    /// on one job). Prefer [`Owner::unique`], which never collides with task numbers.
-    Explicit(u64),
+/// On the wire the owner id keeps Redisson's `<client-uuid>:<number>` form ([`OwnerId`]); the
+/// number comes from one counter per process, so no two owners of a process are ever the same.
+///
+/// ```no_run
+/// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
+/// let lock = client.lock("report");
+///
+/// // Two acquisitions polled by one task: the second waits for the first.
+/// let first = lock.lock().await?;
+/// assert!(lock.try_lock().await?.is_none());
+///
+/// // Re-entering is asked for: acquire for the holder's owner.
+/// let again = lock.with_owner(first.owner()).lock().await?;
+/// again.unlock().await?;
+/// first.unlock().await?;
+///
+/// // An owner scope: every acquisition through `job` is for one owner.
+/// let job = lock.with_owner(keylatch::Owner::unique());
+/// let outer = job.lock().await?;
+/// let inner = job.lock().await?; // re-enters
+/// inner.unlock().await?;
+/// outer.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    number: u64,
 }
 
 impl Owner {
-    /// A fresh owner number that no task, thread or other `unique` call in this process uses.
+    /// A fresh owner that no other owner of this process shares.
     pub fn unique() -> Owner {
-        Owner::Explicit(UNIQUE_BASE | NEXT_UNIQUE.fetch_add(1, Ordering::Relaxed))
+        Owner {
+            number: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
-    /// The owner number this resolves to now.
+    /// `owner`, or a fresh one when it is `None` (the default of a lock handle).
+    pub fn or_unique(owner: Option<Owner>) -> Owner {
+        owner.unwrap_or_else(Owner::unique)
+    }
+
+    /// The owner number: the second half of the owner id.
     pub fn number(self) -> u64 {
-        match self {
-            Owner::Explicit(n) => n,
-            Owner::CurrentTask => current_number(),
-        }
+        self.number
     }
 
     /// The full owner id for a client.
     pub fn resolve(self, client: Uuid) -> OwnerId {
         OwnerId {
             client,
-            number: self.number(),
+            number: self.number,
         }
     }
 }
 
-fn current_number() -> u64 {
-    match tokio::task::try_id() {
-        // A task id is a process-wide counter; its text form is that number.
-        Some(id) => id
-            .to_string()
-            .parse::<u64>()
-            .unwrap_or_else(|_| THREAD_NUMBER.with(|n| *n)),
-        None => THREAD_NUMBER.with(|n| *n),
+impl From<OwnerId> for Owner {
+    /// The owner of an owner id (to re-enter a hold whose id is known).
+    fn from(id: OwnerId) -> Owner {
+        Owner { number: id.number }
     }
 }
 
@@ -90,6 +99,13 @@ impl OwnerId {
     pub fn number(&self) -> u64 {
         self.number
     }
+
+    /// The owner, to acquire again for it.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            number: self.number,
+        }
+    }
 }
 
 impl fmt::Display for OwnerId {
@@ -102,30 +118,31 @@ impl fmt::Display for OwnerId {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn tasks_are_distinct_owners() {
-        let outside = Owner::CurrentTask.number();
-        let a = tokio::spawn(async { (Owner::CurrentTask.number(), Owner::CurrentTask.number()) });
-        let b = tokio::spawn(async { Owner::CurrentTask.number() });
-        let (a1, a2) = a.await.unwrap();
-        let b = b.await.unwrap();
-        assert_eq!(a1, a2, "one task is one owner");
-        assert_ne!(a1, b, "two tasks are two owners");
-        assert!(a1 < THREAD_BASE && b < THREAD_BASE);
-        // `block_on`'s future is not a task: it is the thread.
-        assert!(outside >= THREAD_BASE);
+    #[test]
+    fn owners_never_collide() {
+        let owners: Vec<Owner> = (0..1000).map(|_| Owner::unique()).collect();
+        let distinct: std::collections::HashSet<u64> = owners.iter().map(|o| o.number()).collect();
+        assert_eq!(distinct.len(), owners.len());
+        let threads: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(|| Owner::unique().number()))
+            .collect();
+        for t in threads {
+            assert!(!distinct.contains(&t.join().unwrap()));
+        }
+        assert_ne!(Owner::or_unique(None), Owner::or_unique(None));
+        let fixed = Owner::unique();
+        assert_eq!(Owner::or_unique(Some(fixed)), fixed);
     }
 
     #[test]
-    fn threads_and_unique_owners_are_distinct() {
-        let here = Owner::CurrentTask.number();
-        let there = std::thread::spawn(|| Owner::CurrentTask.number())
-            .join()
-            .unwrap();
-        assert_ne!(here, there);
-        assert!((THREAD_BASE..UNIQUE_BASE).contains(&here));
-        assert_ne!(Owner::unique(), Owner::unique());
-        let id = Owner::Explicit(7).resolve(Uuid::nil());
-        assert_eq!(id.to_string(), "00000000-0000-0000-0000-000000000000:7");
+    fn wire_form_is_redissons() {
+        let owner = Owner::unique();
+        let id = owner.resolve(Uuid::nil());
+        assert_eq!(
+            id.to_string(),
+            format!("00000000-0000-0000-0000-000000000000:{}", owner.number())
+        );
+        assert_eq!(Owner::from(id), owner);
+        assert_eq!(id.owner(), owner);
     }
 }

@@ -12,6 +12,8 @@ use tokio::time::Instant;
 
 use crate::commands::Commands;
 use crate::keys::lease_millis;
+use crate::owner::OwnerId;
+use crate::release::HoldRelease;
 use crate::script::LuaScript;
 
 /// The renewal script of holds kept as an owner's field of a lock hash (the reentrant and the
@@ -92,6 +94,9 @@ struct HoldEntry {
     script: Option<&'static LuaScript>,
     lease: Duration,
     state: watch::Sender<HoldState>,
+    /// How to release the hold, once a guard has attached it: what the client's shutdown
+    /// uses.
+    release: Option<(std::sync::Arc<dyn HoldRelease>, OwnerId)>,
 }
 
 /// Counters of the watchdog, for tests and monitoring.
@@ -142,6 +147,7 @@ impl WatchdogRegistry {
             script: None,
             lease,
             state: watch::channel(HoldState::Valid { until }).0,
+            release: None,
         });
         entry.guards += 1;
         let watched = matches!(renewal, Renewal::Watchdog(_));
@@ -224,6 +230,21 @@ impl WatchdogRegistry {
             }
             notified.await;
         }
+    }
+
+    /// Takes every hold out of the registry (the client is shutting down): each is marked lost
+    /// and returned with its release and how many guards share it, for the caller to release.
+    /// Holds no guard has attached a release to are dropped.
+    pub(crate) fn take_all(&self) -> Vec<(Arc<dyn HoldRelease>, OwnerId, usize)> {
+        let mut holds = self.shared.holds.lock().expect("watchdog lock");
+        holds
+            .drain()
+            .filter_map(|(_, entry)| {
+                entry.state.send_replace(HoldState::Lost);
+                let (release, owner) = entry.release?;
+                Some((release, owner, entry.guards))
+            })
+            .collect()
     }
 
     /// Counters.
@@ -314,6 +335,16 @@ impl HoldHandle {
         }
         .begin_pending(&self.key.key, &self.key.field)
         .into()
+    }
+
+    /// Records how the hold is released, for the client's shutdown (done by
+    /// [`LockGuard::new`](crate::LockGuard::new)).
+    pub fn attach(&self, release: Arc<dyn HoldRelease>, owner: OwnerId) {
+        let Some(shared) = &self.shared else { return };
+        let mut holds = shared.holds.lock().expect("watchdog lock");
+        if let Some(entry) = holds.get_mut(&self.key).filter(|e| e.id == self.id) {
+            entry.release.get_or_insert((release, owner));
+        }
     }
 
     /// Deregisters now (also done on drop).

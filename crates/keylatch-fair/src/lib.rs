@@ -7,11 +7,10 @@
 //! for the keys it writes.
 //!
 //! ```no_run
-//! # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+//! # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
 //! use std::time::Duration;
-//! use keylatch_fair::FairLock;
 //!
-//! let lock = FairLock::new(&client, "invoice-export");
+//! let lock = client.fair_lock("invoice-export");
 //! // Waiters are served in the order they arrived, across every process.
 //! let guard = lock.lock().await?;
 //! // ... the job ...

@@ -7,7 +7,6 @@ use async_trait::async_trait;
 use keylatch_core::redis;
 use keylatch_core::{
     AcquireOptions, Client, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, Result,
-    validate_name,
 };
 
 use crate::keys::Keys;
@@ -37,9 +36,11 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 /// - **Cancellation**: a wait that is cancelled (its future dropped) or times out leaves the
 ///   queue at once, and wakes the next waiter if it was first.
 ///   [`try_lock`](FairLock::try_lock) never queues.
-/// - **Reentrancy**: per [`Owner`] (by default the current tokio task), as the reentrant
-///   lock: a holder may lock again without queueing; each acquisition returns its own guard.
-///   Two concurrent waits of one owner share one place in the queue.
+/// - **Reentrancy**: explicit, per [`Owner`], as the reentrant lock: by default every
+///   acquisition is a new owner (two acquisitions exclude each other even inside one task);
+///   an acquisition for a holder's owner (`lock.with_owner(guard.owner())`) re-enters without
+///   queueing, and returns its own guard. Two concurrent waits of one owner share one place in
+///   the queue.
 /// - **Leases**: as the reentrant lock. Without a lease the hold is in watchdog mode (lease =
 ///   the client's watchdog timeout, renewed every third of it while the guard lives); with a
 ///   lease it ends after the lease, renewed by no one.
@@ -53,11 +54,12 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 /// The list and zset expire once every waiter in them would have.
 ///
 /// ```no_run
-/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+/// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
 /// use std::time::Duration;
-/// use keylatch_fair::FairLock;
 ///
-/// let lock = FairLock::new(&client, "print-queue").with_waiter_timeout(Duration::from_secs(2));
+/// let lock = client
+///     .fair_lock("print-queue")
+///     .with_waiter_timeout(Duration::from_secs(2));
 /// let guard = lock.lock().await?; // served in arrival order
 /// // ... the job ...
 /// guard.unlock().await?;
@@ -67,7 +69,7 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 pub struct FairLock {
     pub(crate) client: Client,
     pub(crate) keys: Arc<Keys>,
-    pub(crate) owner: Owner,
+    pub(crate) owner: Option<Owner>,
     pub(crate) fencing: bool,
     pub(crate) waiter_timeout: Duration,
     pub(crate) release: Arc<FairRelease>,
@@ -85,17 +87,20 @@ impl FairLock {
                 keys: keys.clone(),
             }),
             keys,
-            owner: Owner::CurrentTask,
+            owner: None,
             fencing: false,
             waiter_timeout: DEFAULT_WAITER_TIMEOUT,
         }
     }
 
-    /// Acquire for `owner` instead of the current task.
+    /// A handle whose acquisitions are all for `owner`: they re-enter each other's holds
+    /// (see [`Owner`]). The handle it is called on keeps its own setting.
     #[must_use]
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
-        self
+    pub fn with_owner(&self, owner: Owner) -> Self {
+        FairLock {
+            owner: Some(owner),
+            ..self.clone()
+        }
     }
 
     /// Issue a fencing token with every acquisition (string `redisson_lock_token:{name}`,
@@ -199,7 +204,7 @@ impl FairLock {
     /// # Cancel safety
     /// As [`lock`](FairLock::lock).
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-        validate_name(&self.keys.name)?;
+        self.client.validate_name(&self.keys.name)?;
         if !(MIN_WAITER_TIMEOUT..=MAX_LEASE).contains(&self.waiter_timeout) {
             return Err(Error::InvalidConfig {
                 field: "waiter_timeout",
@@ -219,7 +224,7 @@ impl FairLock {
     /// # Cancel safety
     /// The release happens or not as a whole; a dropped call may or may not have run.
     pub async fn force_unlock(&self) -> Result<bool> {
-        validate_name(&self.keys.name)?;
+        self.client.validate_name(&self.keys.name)?;
         let released: i64 = self.client.eval(&self.keys.call(&FORCE_UNLOCK)).await?;
         Ok(released == 1)
     }
@@ -232,7 +237,7 @@ impl FairLock {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn is_locked(&self) -> Result<bool> {
-        validate_name(&self.keys.name)?;
+        self.client.validate_name(&self.keys.name)?;
         let exists: i64 = self
             .client
             .query(redis::cmd("EXISTS").arg(self.name()), self.name())
@@ -240,7 +245,8 @@ impl FairLock {
         Ok(exists == 1)
     }
 
-    /// Whether the current owner (this handle's [`Owner`], resolved now) holds the lock.
+    /// Whether this handle's owner (set with [`with_owner`](FairLock::with_owner)) holds the
+    /// lock; `false` for a handle without an owner scope.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
@@ -251,7 +257,8 @@ impl FairLock {
         Ok(self.hold_count().await? > 0)
     }
 
-    /// How many times the current owner holds the lock (0: not at all).
+    /// How many times this handle's owner holds the lock (0: not at all, and always 0 for a
+    /// handle without an owner scope).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
@@ -259,8 +266,11 @@ impl FairLock {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn hold_count(&self) -> Result<u64> {
-        validate_name(&self.keys.name)?;
-        let field = self.client.owner_id(self.owner).to_string();
+        self.client.validate_name(&self.keys.name)?;
+        let Some(owner) = self.owner else {
+            return Ok(0);
+        };
+        let field = self.client.owner_id(owner).to_string();
         let count: Option<u64> = self
             .client
             .query(redis::cmd("HGET").arg(self.name()).arg(field), self.name())
@@ -276,7 +286,7 @@ impl FairLock {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        validate_name(&self.keys.name)?;
+        self.client.validate_name(&self.keys.name)?;
         self.client.remaining_ttl(self.name()).await
     }
 
@@ -290,7 +300,7 @@ impl FairLock {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn queue(&self) -> Result<Vec<QueuedWaiter>> {
-        validate_name(&self.keys.name)?;
+        self.client.validate_name(&self.keys.name)?;
         let call = QUEUE
             .call()
             .key(self.keys.queue.as_str())

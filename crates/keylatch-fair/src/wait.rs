@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, OwnerId, RENEW_HASH_HOLDS,
-    Renewal, Result, WakeMode, jitter, lease_millis, retrying, validate_lease,
+    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, Owner, OwnerId,
+    RENEW_HASH_HOLDS, Renewal, Result, WakeMode, jitter, lease_millis, open, retrying,
+    validate_lease,
 };
 use tokio::time::Instant;
 
@@ -55,22 +56,22 @@ impl FairLock {
                 Renewal::Watchdog(&RENEW_HASH_HOLDS),
             ),
         };
-        let owner = self.client.owner_id(self.owner);
+        let owner = self.client.owner_id(Owner::or_unique(self.owner));
         let request = Request {
             owner,
             field: owner.to_string(),
             lease,
             renewal,
         };
+        let _acquisition = self.client.begin_acquisition()?;
         match options.wait() {
-            Some(wait) if wait.is_zero() => match self.attempt(&request, Queue::Never).await? {
-                Attempt::Done(guard) => Ok(Some(guard)),
-                Attempt::Retry(_) => Ok(None),
-            },
-            wait => {
-                self.wait(&request, wait.map(|wait| Instant::now() + wait))
-                    .await
+            Some(wait) if wait.is_zero() => {
+                match open(&self.client, self.attempt(&request, Queue::Never).await)? {
+                    Attempt::Done(guard) => Ok(Some(guard)),
+                    Attempt::Retry(_) => Ok(None),
+                }
             }
+            _ => self.wait(&request, options.deadline()).await,
         }
     }
 
@@ -129,9 +130,10 @@ impl FairLock {
             Some(subscription) => subscription,
             None => {
                 let sent_at = Instant::now();
-                if let Attempt::Done(guard) =
-                    retrying(&mut attempt, deadline, &mut failures).await?
-                {
+                if let Attempt::Done(guard) = open(
+                    &self.client,
+                    retrying(&mut attempt, deadline, &mut failures).await,
+                )? {
                     return Ok(Some(guard));
                 }
                 self.keep_refreshing(refresh, &request.field, sent_at);
@@ -146,15 +148,16 @@ impl FairLock {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let sent_at = Instant::now();
-            let bound = match retrying(&mut attempt, deadline, &mut failures).await? {
+            let outcome = retrying(&mut attempt, deadline, &mut failures).await;
+            let bound = match open(&self.client, outcome)? {
                 Attempt::Done(guard) => return Ok(Some(guard)),
                 Attempt::Retry(bound) => bound,
             };
             self.keep_refreshing(refresh, &request.field, sent_at);
             let now = Instant::now();
             let mut until = now + jitter(poll);
-            if let Some(bound) = bound {
-                until = until.min(now + bound);
+            if let Some(bound) = bound.and_then(|b| now.checked_add(b)) {
+                until = until.min(bound);
             }
             if let Some(deadline) = deadline {
                 if deadline <= now {
@@ -162,7 +165,11 @@ impl FairLock {
                 }
                 until = until.min(deadline);
             }
-            let _ = tokio::time::timeout_at(until, notified).await;
+            tokio::select! {
+                _ = tokio::time::timeout_at(until, notified) => {}
+                // The client is shutting down: give up (the queue entry is left on drop).
+                _ = self.client.closing() => return Err(Error::Closed),
+            }
         }
     }
 

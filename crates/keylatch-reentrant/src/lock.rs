@@ -8,7 +8,6 @@ use keylatch_core::redis::{self, Value};
 use keylatch_core::{
     AcquireOptions, Attempt, Client, DistributedLock, Error, LockGuard, Owner, OwnerId,
     RENEW_HASH_HOLDS, Renewal, Result, UndoGuard, WakeMode, prefixed, validate_lease,
-    validate_name,
 };
 use tokio::time::Instant;
 
@@ -18,9 +17,11 @@ use crate::scripts::{ACQUIRE, FORCE_UNLOCK, UNLOCK_MESSAGE};
 /// A reentrant distributed lock, compatible with Redisson's `RLock`.
 ///
 /// - **Exclusion**: one owner at a time across every process using the name.
-/// - **Reentrancy**: per [`Owner`] (by default the current tokio task): the owner may lock
-///   again, each acquisition returns its own guard, and the lock is free when every guard has
-///   been released.
+/// - **Reentrancy**: explicit, per [`Owner`]. By default every acquisition is a new owner, so
+///   two acquisitions exclude each other even inside one task (`join!`, `select!`). To re-enter,
+///   acquire for the holder's owner (`lock.with_owner(guard.owner())`) or through a handle with
+///   an owner scope (`lock.with_owner(Owner::unique())`); each acquisition returns its own
+///   guard, and the lock is free when every guard has been released.
 /// - **Leases**: without a lease the hold is in watchdog mode (lease = the client's watchdog
 ///   timeout, renewed every third of it while the guard lives); with a lease it ends after the
 ///   lease, renewed by no one.
@@ -33,10 +34,8 @@ use crate::scripts::{ACQUIRE, FORCE_UNLOCK, UNLOCK_MESSAGE};
 /// PEXPIRE = lease; channel `redisson_lock__channel:{name}`, message `0` on full release.
 ///
 /// ```no_run
-/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
-/// use keylatch_reentrant::ReentrantLock;
-///
-/// let lock = ReentrantLock::new(&client, "nightly-report");
+/// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
+/// let lock = client.lock("nightly-report");
 /// let guard = lock.lock().await?;
 /// // only one process runs this at a time
 /// guard.unlock().await?;
@@ -47,7 +46,7 @@ pub struct ReentrantLock {
     client: Client,
     name: Arc<str>,
     token_key: Arc<str>,
-    owner: Owner,
+    owner: Option<Owner>,
     fencing: bool,
     release: Arc<ReentrantRelease>,
 }
@@ -66,16 +65,19 @@ impl ReentrantLock {
                 name: name.clone(),
             }),
             name,
-            owner: Owner::CurrentTask,
+            owner: None,
             fencing: false,
         }
     }
 
-    /// Acquire for `owner` instead of the current task.
+    /// A handle whose acquisitions are all for `owner`: they re-enter each other's holds
+    /// (see [`Owner`]). The handle it is called on keeps its own setting.
     #[must_use]
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
-        self
+    pub fn with_owner(&self, owner: Owner) -> Self {
+        ReentrantLock {
+            owner: Some(owner),
+            ..self.clone()
+        }
     }
 
     /// Issue a fencing token with every acquisition (string `redisson_lock_token:{name}`,
@@ -153,7 +155,7 @@ impl ReentrantLock {
     /// # Cancel safety
     /// As [`lock`](ReentrantLock::lock).
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         let (lease, renewal) = match options.lease() {
             Some(lease) => {
                 validate_lease(lease)?;
@@ -164,9 +166,9 @@ impl ReentrantLock {
                 Renewal::Watchdog(&RENEW_HASH_HOLDS),
             ),
         };
-        let owner = self.client.owner_id(self.owner);
+        let owner = self.client.owner_id(Owner::or_unique(self.owner));
         let field = owner.to_string();
-        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        let deadline = options.deadline();
         keylatch_core::wait_for(
             &self.client,
             self.channel(),
@@ -259,7 +261,7 @@ impl ReentrantLock {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
     pub async fn force_unlock(&self) -> Result<bool> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         let call = FORCE_UNLOCK
             .call()
             .key(&*self.name)
@@ -274,7 +276,7 @@ impl ReentrantLock {
     /// # Errors
     /// [`Error::InvalidName`], Redis errors.
     pub async fn is_locked(&self) -> Result<bool> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         let exists: i64 = self
             .client
             .query(redis::cmd("EXISTS").arg(&*self.name), &self.name)
@@ -282,7 +284,9 @@ impl ReentrantLock {
         Ok(exists == 1)
     }
 
-    /// Whether the current owner (this handle's [`Owner`], resolved now) holds the lock.
+    /// Whether this handle's owner (set with [`with_owner`](ReentrantLock::with_owner)) holds
+    /// the lock; `false` for a handle without an owner scope (each of its acquisitions is a new
+    /// owner, so it has no standing owner).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
@@ -290,13 +294,17 @@ impl ReentrantLock {
         Ok(self.hold_count().await? > 0)
     }
 
-    /// How many times the current owner holds the lock (0: not at all).
+    /// How many times this handle's owner holds the lock (0: not at all, and always 0 for a
+    /// handle without an owner scope).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
     pub async fn hold_count(&self) -> Result<u64> {
-        validate_name(&self.name)?;
-        let field = self.client.owner_id(self.owner).to_string();
+        self.client.validate_name(&self.name)?;
+        let Some(owner) = self.owner else {
+            return Ok(0);
+        };
+        let field = self.client.owner_id(owner).to_string();
         let count: Option<u64> = self
             .client
             .query(redis::cmd("HGET").arg(&*self.name).arg(field), &self.name)
@@ -309,7 +317,7 @@ impl ReentrantLock {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::NoTtl`] for a key without an expiry, Redis errors.
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         self.client.remaining_ttl(&self.name).await
     }
 }

@@ -7,11 +7,10 @@
 //! writes.
 //!
 //! ```no_run
-//! # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+//! # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
 //! use std::time::Duration;
-//! use keylatch_rwlock::RwLock;
 //!
-//! let rw = RwLock::new(&client, "config-cache");
+//! let rw = client.rw_lock("config-cache");
 //!
 //! // Readers share the lock.
 //! let read = rw.read().await?;
@@ -19,8 +18,8 @@
 //!
 //! // The refresher is alone; waiting makes new readers queue behind it.
 //! let write = rw.write().await?;
-//! // Downgrade: keep reading what was just written, let other readers in.
-//! let read = rw.read().await?;
+//! // Downgrade: read for the writer's own owner, then let other readers in.
+//! let read = rw.read_lock().with_owner(write.owner()).lock().await?;
 //! write.unlock().await?;
 //! read.unlock().await?;
 //!

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use keylatch_core::redis::Value;
 use keylatch_core::{
     AcquireOptions, Attempt, DistributedLock, Error, LockGuard, Owner, OwnerId, Renewal, Result,
-    UndoGuard, WakeMode, lease_millis, validate_lease, validate_name,
+    UndoGuard, WakeMode, lease_millis, validate_lease,
 };
 use tokio::time::Instant;
 
@@ -34,19 +34,23 @@ use crate::shared::Shared;
 #[derive(Clone, Debug)]
 pub struct ReadLock {
     shared: Arc<Shared>,
-    owner: Owner,
+    owner: Option<Owner>,
 }
 
 impl ReadLock {
-    pub(crate) fn new(shared: Arc<Shared>, owner: Owner) -> ReadLock {
+    pub(crate) fn new(shared: Arc<Shared>, owner: Option<Owner>) -> ReadLock {
         ReadLock { shared, owner }
     }
 
-    /// Acquire for `owner` instead of the current task.
+    /// A handle whose acquisitions are all for `owner`: they re-enter each other's holds
+    /// (see [`Owner`]). The writer downgrades by taking a read hold for its
+    /// own owner: `rw.read_lock().with_owner(write_guard.owner())`. The handle it is called on keeps its own setting.
     #[must_use]
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
-        self
+    pub fn with_owner(&self, owner: Owner) -> Self {
+        ReadLock {
+            owner: Some(owner),
+            ..self.clone()
+        }
     }
 
     /// The lock name (the hash key).
@@ -116,7 +120,7 @@ impl ReadLock {
     /// # Cancel safety
     /// As [`lock`](ReadLock::lock).
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-        validate_name(&self.shared.name)?;
+        self.shared.client.validate_name(&self.shared.name)?;
         let (lease, renewal) = match options.lease() {
             Some(lease) => {
                 validate_lease(lease)?;
@@ -127,10 +131,10 @@ impl ReadLock {
                 Renewal::Watchdog(&READ_RENEW),
             ),
         };
-        let owner = self.shared.client.owner_id(self.owner);
+        let owner = self.shared.client.owner_id(Owner::or_unique(self.owner));
         let field = owner.to_string();
         let write_field = write_field(owner);
-        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        let deadline = options.deadline();
         keylatch_core::wait_for(
             &self.shared.client,
             &self.shared.channel,
@@ -212,7 +216,8 @@ impl ReadLock {
         Ok(self.shared.mode().await?.as_deref() == Some("read"))
     }
 
-    /// Whether the current owner (this handle's [`Owner`], resolved now) holds a read hold.
+    /// Whether this handle's owner (set with [`with_owner`](ReadLock::with_owner)) holds a read
+    /// hold; `false` for a handle without an owner scope.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
@@ -220,12 +225,17 @@ impl ReadLock {
         Ok(self.hold_count().await? > 0)
     }
 
-    /// How many read holds the current owner has (0: none).
+    /// How many read holds this handle's owner has (0: none, and always 0 for a handle
+    /// without an owner scope).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
     pub async fn hold_count(&self) -> Result<u64> {
-        self.shared.count(&self.shared.field(self.owner)).await
+        let Some(owner) = self.owner else {
+            self.shared.client.validate_name(&self.shared.name)?;
+            return Ok(0);
+        };
+        self.shared.count(&self.shared.field(owner)).await
     }
 
     /// The time left on the lock's hash (the longest of its holds); `None` when it is free.

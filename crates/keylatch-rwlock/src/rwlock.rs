@@ -14,9 +14,10 @@ use crate::write::{DEFAULT_WRITER_INTENT_TIMEOUT, WriteLock};
 ///
 /// - **Sharing and exclusion**: any number of owners hold the read lock at once, or one owner
 ///   holds the write lock, across every process using the name.
-/// - **Reentrancy**: reads and writes are reentrant per [`Owner`] (by default the current tokio
-///   task). The writer may take the read lock too (**downgrade**: after its write unlock, its
-///   reads remain). A reader asking for the write lock gets
+/// - **Reentrancy**: explicit, per [`Owner`]: by default every acquisition is a new owner (two
+///   acquisitions exclude each other even inside one task); acquisitions for one owner
+///   (`with_owner(guard.owner())`, or an owner scope) re-enter. The writer may take the read
+///   lock for its own owner too (**downgrade**: after its write unlock, its reads remain). A reader asking for the write lock gets
 ///   [`Error::UpgradeRefused`](keylatch_core::Error::UpgradeRefused) at once, never a
 ///   deadlock: release the read lock first.
 /// - **Fairness**: no writer starvation. While a writer waits, new readers wait behind it;
@@ -43,10 +44,8 @@ use crate::write::{DEFAULT_WRITER_INTENT_TIMEOUT, WriteLock};
 /// adds the zset `{name}:write_intent` of waiting writers.
 ///
 /// ```no_run
-/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
-/// use keylatch_rwlock::RwLock;
-///
-/// let cache = RwLock::new(&client, "product-cache");
+/// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
+/// let cache = client.rw_lock("product-cache");
 /// {
 ///     let read = cache.read().await?; // many readers at once
 ///     // serve from the cache
@@ -60,8 +59,9 @@ use crate::write::{DEFAULT_WRITER_INTENT_TIMEOUT, WriteLock};
 #[derive(Clone, Debug)]
 pub struct RwLock {
     shared: Arc<Shared>,
-    owner: Owner,
+    owner: Option<Owner>,
     intent_timeout: Duration,
+    fencing: bool,
 }
 
 impl RwLock {
@@ -70,15 +70,27 @@ impl RwLock {
     pub fn new(client: &Client, name: &str) -> RwLock {
         RwLock {
             shared: Shared::new(client, name),
-            owner: Owner::CurrentTask,
+            owner: None,
             intent_timeout: DEFAULT_WRITER_INTENT_TIMEOUT,
+            fencing: false,
         }
     }
 
-    /// Acquire for `owner` instead of the current task (both sides).
+    /// A handle whose acquisitions, on both sides, are all for `owner`: they re-enter each
+    /// other's holds, and its write holder may also read (downgrade). See [`Owner`]. The handle
+    /// it is called on keeps its own setting.
     #[must_use]
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
+    pub fn with_owner(&self, owner: Owner) -> Self {
+        RwLock {
+            owner: Some(owner),
+            ..self.clone()
+        }
+    }
+
+    /// Fencing tokens on the write side: see [`WriteLock::with_fencing`].
+    #[must_use]
+    pub fn with_fencing(mut self, enabled: bool) -> Self {
+        self.fencing = enabled;
         self
     }
 
@@ -112,6 +124,7 @@ impl RwLock {
     /// The write side, as a lock handle.
     pub fn write_lock(&self) -> WriteLock {
         WriteLock::new(self.shared.clone(), self.owner, self.intent_timeout)
+            .with_fencing(self.fencing)
     }
 
     /// Takes a read hold, waiting as long as it takes (watchdog mode).

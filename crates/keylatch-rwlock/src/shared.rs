@@ -5,9 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch_core::redis::{self, Value};
-use keylatch_core::{
-    Client, Owner, Result, ScriptCall, UndoGuard, prefixed, suffixed, validate_name,
-};
+use keylatch_core::{Client, Owner, Result, ScriptCall, UndoGuard, prefixed, suffixed};
 
 use crate::release::{Release, Side};
 use crate::scripts::FORCE_UNLOCK;
@@ -22,6 +20,8 @@ pub(crate) struct Shared {
     pub(crate) channel: Arc<str>,
     /// `{name}:write_intent`: waiting writers → deadline (server time, ms).
     pub(crate) intent_key: Arc<str>,
+    /// `redisson_lock_token:{name}`: the write side's fencing counter.
+    pub(crate) token_key: Arc<str>,
     pub(crate) read_release: Arc<Release>,
     pub(crate) write_release: Arc<Release>,
 }
@@ -33,6 +33,7 @@ impl Shared {
         Arc::new(Shared {
             client: client.clone(),
             intent_key: suffixed(&name, "write_intent").into(),
+            token_key: prefixed("redisson_lock_token", &name).into(),
             read_release: Arc::new(Release {
                 side: Side::Read,
                 client: client.clone(),
@@ -77,7 +78,7 @@ impl Shared {
 
     /// The lock's `mode` field: `read`, `write`, or `None` when free.
     pub(crate) async fn mode(&self) -> Result<Option<String>> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         self.client
             .query(redis::cmd("HGET").arg(&*self.name).arg("mode"), &self.name)
             .await
@@ -85,7 +86,7 @@ impl Shared {
 
     /// The count in hash field `field` (0 when absent).
     pub(crate) async fn count(&self, field: &str) -> Result<u64> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         let count: Option<u64> = self
             .client
             .query(redis::cmd("HGET").arg(&*self.name).arg(field), &self.name)
@@ -95,13 +96,13 @@ impl Shared {
 
     /// The hash's PTTL.
     pub(crate) async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         self.client.remaining_ttl(&self.name).await
     }
 
     /// Releases every hold in `which` mode (`read`, `write` or `any`).
     pub(crate) async fn force_unlock(&self, which: &str) -> Result<bool> {
-        validate_name(&self.name)?;
+        self.client.validate_name(&self.name)?;
         let call = FORCE_UNLOCK
             .call()
             .key(&*self.name)

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use keylatch_core::redis::Value;
 use keylatch_core::{
     AcquireOptions, Attempt, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal,
-    Result, UndoGuard, WakeMode, lease_millis, validate_lease, validate_name,
+    Result, UndoGuard, WakeMode, lease_millis, validate_lease,
 };
 use tokio::time::Instant;
 
@@ -40,8 +40,9 @@ pub(crate) const DEFAULT_WRITER_INTENT_TIMEOUT: Duration = Duration::from_secs(5
 #[derive(Clone, Debug)]
 pub struct WriteLock {
     shared: Arc<Shared>,
-    owner: Owner,
+    owner: Option<Owner>,
     intent_timeout: Duration,
+    fencing: bool,
 }
 
 /// The fixed parts of one write acquire.
@@ -56,19 +57,27 @@ struct Request<'a> {
 }
 
 impl WriteLock {
-    pub(crate) fn new(shared: Arc<Shared>, owner: Owner, intent_timeout: Duration) -> WriteLock {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        owner: Option<Owner>,
+        intent_timeout: Duration,
+    ) -> WriteLock {
         WriteLock {
             shared,
             owner,
             intent_timeout,
+            fencing: false,
         }
     }
 
-    /// Acquire for `owner` instead of the current task.
+    /// A handle whose acquisitions are all for `owner`: they re-enter each other's holds
+    /// (see [`Owner`]). The handle it is called on keeps its own setting.
     #[must_use]
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
-        self
+    pub fn with_owner(&self, owner: Owner) -> Self {
+        WriteLock {
+            owner: Some(owner),
+            ..self.clone()
+        }
     }
 
     /// How long a waiting writer's intent keeps new readers out without a refresh (default
@@ -79,6 +88,16 @@ impl WriteLock {
     #[must_use]
     pub fn with_writer_intent_timeout(mut self, timeout: Duration) -> Self {
         self.intent_timeout = timeout;
+        self
+    }
+
+    /// Issue a fencing token with every write acquisition (string
+    /// `redisson_lock_token:{name}`, incremented per acquisition, never expires; the same
+    /// counter a reentrant or fair lock of the name would use):
+    /// [`LockGuard::fencing_token`].
+    #[must_use]
+    pub fn with_fencing(mut self, enabled: bool) -> Self {
+        self.fencing = enabled;
         self
     }
 
@@ -154,7 +173,7 @@ impl WriteLock {
     /// As [`lock`](WriteLock::lock).
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
         let shared = &*self.shared;
-        validate_name(&shared.name)?;
+        shared.client.validate_name(&shared.name)?;
         if self.intent_timeout < Duration::from_millis(30) || self.intent_timeout > MAX_LEASE {
             return Err(Error::InvalidConfig {
                 field: "writer_intent_timeout",
@@ -171,7 +190,7 @@ impl WriteLock {
                 Renewal::Watchdog(&WRITE_RENEW),
             ),
         };
-        let owner = shared.client.owner_id(self.owner);
+        let owner = shared.client.owner_id(Owner::or_unique(self.owner));
         let field = owner.to_string();
         let write_field = write_field(owner);
         let waits = options.wait() != Some(Duration::ZERO);
@@ -187,7 +206,7 @@ impl WriteLock {
                 0
             },
         };
-        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        let deadline = options.deadline();
         let intent = Mutex::new(IntentGuard::new(
             self.shared.clone(),
             field.clone(),
@@ -237,12 +256,22 @@ impl WriteLock {
             .call()
             .key(&*shared.name)
             .key(&*shared.intent_key)
+            .key(&*shared.token_key)
             .arg(lease_millis(request.lease))
             .arg(request.field)
             .arg(request.write_field)
-            .arg(request.intent_ms);
+            .arg(request.intent_ms)
+            .arg(if self.fencing { "1" } else { "0" });
         let sent_at = Instant::now();
-        match shared.send(&call, undo).await? {
+        let reply = shared.send(&call, undo).await?;
+        let (reply, token) = match reply {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(token)] => (Value::Nil, u64::try_from(*token).ok()),
+                _ => (Value::Array(items), None),
+            },
+            other => (other, None),
+        };
+        match reply {
             Value::Nil => {
                 lock(intent).acquired();
                 let hold = watchdog.register(
@@ -258,7 +287,7 @@ impl WriteLock {
                     request.owner,
                     shared.write_release.clone(),
                     hold,
-                    None,
+                    token,
                 )))
             }
             Value::Int(-3) => Err(self.upgrade_refused()),
@@ -303,7 +332,8 @@ impl WriteLock {
         Ok(self.shared.mode().await?.as_deref() == Some("write"))
     }
 
-    /// Whether the current owner (this handle's [`Owner`], resolved now) holds the write lock.
+    /// Whether this handle's owner (set with [`with_owner`](WriteLock::with_owner)) holds the
+    /// write lock; `false` for a handle without an owner scope.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
@@ -311,12 +341,17 @@ impl WriteLock {
         Ok(self.hold_count().await? > 0)
     }
 
-    /// How many times the current owner holds the write lock (0: not at all).
+    /// How many times this handle's owner holds the write lock (0: not at all, and always 0
+    /// for a handle without an owner scope).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
     pub async fn hold_count(&self) -> Result<u64> {
-        let owner = self.shared.client.owner_id(self.owner);
+        let Some(owner) = self.owner else {
+            self.shared.client.validate_name(&self.shared.name)?;
+            return Ok(0);
+        };
+        let owner = self.shared.client.owner_id(owner);
         self.shared.count(&write_field(owner)).await
     }
 

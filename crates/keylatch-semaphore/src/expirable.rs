@@ -6,7 +6,7 @@ use std::time::Duration;
 use keylatch_core::redis::Value;
 use keylatch_core::{
     AcquireOptions, Attempt, Client, Error, Owner, Renewal, Result, lease_millis, prefixed,
-    suffixed, validate_lease, validate_name, wait_for,
+    suffixed, validate_lease, wait_for,
 };
 use tokio::time::Instant;
 
@@ -17,7 +17,8 @@ use crate::request::{
     run_idempotent,
 };
 use crate::scripts::{
-    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_RELEASE, EXP_RENEW, EXP_TRY_SET, EXP_UNDO, EXP_UPDATE,
+    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_LEASE, EXP_RELEASE, EXP_RENEW, EXP_TRY_SET, EXP_UNDO,
+    EXP_UPDATE,
 };
 use crate::semaphore::{unexpected, wake_mode};
 
@@ -59,11 +60,10 @@ const MAX_ID_LEN: usize = 256;
 /// `redisson_sc:{name}`, message = the new available count.
 ///
 /// ```no_run
-/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
+/// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
 /// use std::time::Duration;
-/// use keylatch_semaphore::PermitExpirableSemaphore;
 ///
-/// let workers = PermitExpirableSemaphore::new(&client, "workers");
+/// let workers = client.permit_expirable_semaphore("workers");
 /// workers.try_set_permits(3).await?;
 /// let permit = workers.acquire().await?; // renewed while this process lives
 /// println!("working under permit {}", permit.id());
@@ -158,7 +158,7 @@ impl PermitExpirableSemaphore {
     /// Once polled, the call applies exactly once even if the future is dropped (it is
     /// finished in the background).
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         let requests = &self.shared.requests;
         let call = self
@@ -183,7 +183,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// As [`try_set_permits`](PermitExpirableSemaphore::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         check_delta(delta)?;
         let requests = &self.shared.requests;
         let call = self
@@ -233,7 +233,7 @@ impl PermitExpirableSemaphore {
     }
 
     async fn counts(&self) -> Result<(u64, u64, Option<u64>)> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         let call = self.keys(&EXP_COUNTS);
         match self.shared.client.eval_value(&call).await? {
             Value::Array(items) => match items.as_slice() {
@@ -260,7 +260,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
     pub async fn acquire(&self) -> Result<Permit> {
-        self.acquire_one(AcquireOptions::new())
+        self.acquire_with(AcquireOptions::new())
             .await
             .map(|p| p.expect("an unbounded wait returns a permit"))
     }
@@ -273,7 +273,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
     pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Permit> {
-        self.acquire_one(AcquireOptions::new().with_lease(lease))
+        self.acquire_with(AcquireOptions::new().with_lease(lease))
             .await
             .map(|p| p.expect("an unbounded wait returns a permit"))
     }
@@ -286,7 +286,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
     pub async fn try_acquire(&self) -> Result<Option<Permit>> {
-        self.acquire_one(AcquireOptions::new().with_wait(Duration::ZERO))
+        self.acquire_with(AcquireOptions::new().with_wait(Duration::ZERO))
             .await
     }
 
@@ -303,7 +303,7 @@ impl PermitExpirableSemaphore {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<Permit>> {
-        self.acquire_one(AcquireOptions::within(wait, lease)).await
+        self.acquire_with(AcquireOptions::within(wait, lease)).await
     }
 
     /// Takes one permit with `options` (wait bound, lease); `None` when the wait bound passed
@@ -314,7 +314,7 @@ impl PermitExpirableSemaphore {
     ///
     /// # Cancel safety
     /// As [`acquire_many`](PermitExpirableSemaphore::acquire_many).
-    pub async fn acquire_one(&self, options: AcquireOptions) -> Result<Option<Permit>> {
+    pub async fn acquire_with(&self, options: AcquireOptions) -> Result<Option<Permit>> {
         Ok(self
             .acquire_many(1, options)
             .await?
@@ -339,7 +339,7 @@ impl PermitExpirableSemaphore {
         permits: u32,
         options: AcquireOptions,
     ) -> Result<Option<Vec<Permit>>> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         if permits > MAX_PERMITS_PER_CALL {
             return Err(Error::InvalidPermits {
@@ -356,7 +356,7 @@ impl PermitExpirableSemaphore {
                 Renewal::Watchdog(&EXP_RENEW),
             ),
         };
-        let deadline = options.wait().map(|wait| Instant::now() + wait);
+        let deadline = options.deadline();
         wait_for(
             &self.shared.client,
             self.channel(),
@@ -415,7 +415,7 @@ impl PermitExpirableSemaphore {
         undo.disarm();
         match reply {
             Value::Nil => {
-                let owner = client.owner_id(Owner::CurrentTask);
+                let owner = client.owner_id(Owner::unique());
                 let permits = ids
                     .into_iter()
                     .map(|id| Permit::new(&self.shared, id, owner, lease, renewal, sent_at))
@@ -461,7 +461,7 @@ impl PermitExpirableSemaphore {
     /// Once polled, the release happens even if the future is dropped (it is finished in the
     /// background); releasing an id twice releases it once.
     pub async fn try_release(&self, id: &str) -> Result<bool> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         if id.is_empty() || id.len() > MAX_ID_LEN {
             return Ok(false);
         }
@@ -478,6 +478,72 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// Gives back every permit of `ids` in one call, whoever holds them (Redisson's
+    /// `release(ids)`); returns how many were held. Ids that are unknown or whose lease
+    /// already ended are skipped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidPermits`] for more than
+    /// [`MAX_PERMITS_PER_CALL`] ids, [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// As [`try_release`](PermitExpirableSemaphore::try_release): once polled, the release
+    /// happens even if the future is dropped. After a lost reply the count may miss ids the
+    /// lost attempt released.
+    pub async fn release_many(&self, ids: &[&str]) -> Result<u64> {
+        self.shared.client.validate_name(self.name())?;
+        if ids.len() > MAX_PERMITS_PER_CALL as usize {
+            return Err(Error::InvalidPermits {
+                reason: "at most 1000 permits per call",
+            });
+        }
+        let ids: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| !id.is_empty() && id.len() <= MAX_ID_LEN)
+            .collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let call = self.shared.release_call(&ids);
+        let since = Instant::now();
+        let settle = Settle::arm(&self.shared.client, call.clone(), since);
+        let result = run_idempotent(&self.shared.client, &call, since).await;
+        settle.disarm();
+        match result? {
+            (Value::Int(released), _) => Ok(u64::try_from(released).unwrap_or(0)),
+            _ => Err(unexpected("expirable_semaphore_release")),
+        }
+    }
+
+    /// The time left on the lease of the permit `id` (server clock); `None` when the id is
+    /// unknown or its lease already ended (Redisson's `getLeaseTime`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read; the reclaim it may do is atomic and needed anyway).
+    pub async fn remaining_lease(&self, id: &str) -> Result<Option<Duration>> {
+        self.shared.client.validate_name(self.name())?;
+        if id.is_empty() || id.len() > MAX_ID_LEN {
+            return Ok(None);
+        }
+        let call = EXP_LEASE
+            .call()
+            .key(self.name())
+            .key(self.timeout_key())
+            .key(self.channel())
+            .arg(id);
+        match self.shared.client.eval_value(&call).await? {
+            Value::Int(ms) if ms >= 0 => {
+                Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+            }
+            Value::Int(_) => Ok(None),
+            _ => Err(unexpected("expirable_semaphore_lease")),
+        }
+    }
+
     /// Sets the lease of the permit `id` anew: it ends `lease` from now (server clock). A
     /// watchdog-mode permit's next renewal sets it back to the watchdog timeout, and a
     /// [`Permit`] guard's [`valid_until`](Permit::valid_until) does not follow a change made
@@ -490,7 +556,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// Dropping the future may or may not have changed the lease; nothing else is affected.
     pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<()> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         validate_lease(lease)?;
         if id.is_empty() || id.len() > MAX_ID_LEN {
             return Err(self.unknown(id));

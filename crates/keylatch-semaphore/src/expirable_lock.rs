@@ -2,7 +2,7 @@
 //! lock trait.
 
 use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, Client, DistributedLock, LockGuard, Result, validate_name};
+use keylatch_core::{AcquireOptions, Client, DistributedLock, LockGuard, Result};
 
 use crate::expirable::PermitExpirableSemaphore;
 
@@ -46,7 +46,7 @@ impl DistributedLock for ExpirableSemaphoreLock {
     }
 
     async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-        let permit = self.semaphore.acquire_one(options).await?;
+        let permit = self.semaphore.acquire_with(options).await?;
         Ok(permit.map(|p| p.into_guard()))
     }
 
@@ -55,7 +55,7 @@ impl DistributedLock for ExpirableSemaphoreLock {
     }
 
     async fn force_unlock(&self) -> Result<bool> {
-        validate_name(self.name())?;
+        self.semaphore.shared.client.validate_name(self.name())?;
         Ok(false)
     }
 }

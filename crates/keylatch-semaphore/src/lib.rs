@@ -24,11 +24,9 @@
 //! trait, one permit per guard: [`Semaphore::as_lock`] and [`PermitExpirableSemaphore::as_lock`].
 //!
 //! ```no_run
-//! # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
-//! use keylatch_semaphore::PermitExpirableSemaphore;
-//!
+//! # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
 //! // At most 3 workers at once across every machine.
-//! let workers = PermitExpirableSemaphore::new(&client, "image-workers");
+//! let workers = client.permit_expirable_semaphore("image-workers");
 //! workers.try_set_permits(3).await?;
 //! let permit = workers.acquire().await?;
 //! // ... work; the permit's lease is renewed while this process lives ...
@@ -47,6 +45,7 @@ mod permit;
 mod request;
 mod scripts;
 mod semaphore;
+mod semaphore_permit;
 
 pub use expirable::PermitExpirableSemaphore;
 pub use expirable_lock::ExpirableSemaphoreLock;
@@ -55,3 +54,4 @@ pub use permit::Permit;
 pub use request::{MAX_PERMITS, MAX_PERMITS_PER_CALL};
 pub use scripts::SCRIPTS;
 pub use semaphore::Semaphore;
+pub use semaphore_permit::SemaphorePermit;

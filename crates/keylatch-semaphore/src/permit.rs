@@ -24,7 +24,7 @@ use crate::semaphore::unexpected;
 ///   or when a fixed lease runs out.
 /// - [`forget`](Permit::forget) stops tracking it and returns its id: the permit stays taken
 ///   until its current lease ends or someone releases the id.
-#[must_use = "dropping a permit releases it at once"]
+#[must_use = "dropping a Permit gives it back (in the background); keep it while you use it, or `forget()` it to leave it to its lease"]
 #[derive(Debug)]
 pub struct Permit {
     id: Arc<str>,

@@ -12,6 +12,7 @@ pub(crate) static UNDO_ACQUIRE: LuaScript = LuaScript::new(
 pub(crate) static ADD: LuaScript = LuaScript::new("semaphore_add", include_str!("lua/add.lua"));
 pub(crate) static TRY_SET: LuaScript =
     LuaScript::new("semaphore_try_set", include_str!("lua/try_set.lua"));
+pub(crate) static SET: LuaScript = LuaScript::new("semaphore_set", include_str!("lua/set.lua"));
 pub(crate) static DRAIN: LuaScript =
     LuaScript::new("semaphore_drain", include_str!("lua/drain.lua"));
 
@@ -43,6 +44,13 @@ pub(crate) static EXP_UPDATE: LuaScript = LuaScript::new(
         include_str!("lua/exp_update.lua")
     ),
 );
+pub(crate) static EXP_LEASE: LuaScript = LuaScript::new(
+    "expirable_semaphore_lease",
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_lease.lua")
+    ),
+);
 pub(crate) static EXP_RENEW: LuaScript = LuaScript::new(
     "expirable_semaphore_renew",
     include_str!("lua/exp_renew.lua"),
@@ -72,6 +80,7 @@ pub static SCRIPTS: &[&LuaScript] = &[
     &UNDO_ACQUIRE,
     &ADD,
     &TRY_SET,
+    &SET,
     &DRAIN,
     &EXP_ACQUIRE,
     &EXP_RELEASE,
@@ -79,6 +88,7 @@ pub static SCRIPTS: &[&LuaScript] = &[
     &EXP_UPDATE,
     &EXP_RENEW,
     &EXP_COUNTS,
+    &EXP_LEASE,
     &EXP_ADD,
     &EXP_TRY_SET,
 ];

@@ -4,14 +4,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch_core::redis::{self, Value};
-use keylatch_core::{Attempt, Client, Error, Result, WakeMode, prefixed, validate_name, wait_for};
+use keylatch_core::{
+    AcquireOptions, Attempt, Client, Error, Result, WakeMode, lease_millis, prefixed,
+    validate_lease, wait_for,
+};
 use tokio::time::Instant;
 
 use crate::lock::SemaphoreLock;
 use crate::request::{
-    MAX_PERMITS, Requests, Settle, check_delta, check_permits, parse_count, refused, with_keys,
+    MAX_PERMITS, Requests, Settle, check_delta, check_permits, parse_count, refused,
+    run_idempotent, with_keys,
 };
-use crate::scripts::{ACQUIRE, ADD, DRAIN, TRY_SET, UNDO_ACQUIRE};
+use crate::scripts::{ACQUIRE, ADD, DRAIN, SET, TRY_SET, UNDO_ACQUIRE};
+use crate::semaphore_permit::SemaphorePermit;
 
 /// A counting semaphore shared by every process using the name, compatible with Redisson's
 /// `RSemaphore`.
@@ -45,13 +50,15 @@ use crate::scripts::{ACQUIRE, ADD, DRAIN, TRY_SET, UNDO_ACQUIRE};
 /// The guard form, one permit that is released on unlock or drop, is [`as_lock`](Semaphore::as_lock).
 ///
 /// ```no_run
-/// # async fn demo(client: keylatch_core::Client) -> keylatch_core::Result<()> {
-/// use keylatch_semaphore::Semaphore;
-///
-/// let uploads = Semaphore::new(&client, "uploads");
+/// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
+/// let uploads = client.semaphore("uploads");
 /// uploads.try_set_permits(4).await?; // only the first caller sets it
-/// uploads.acquire().await?;
-/// // at most 4 processes are here at once
+/// let permit = uploads.acquire().await?;
+/// // at most 4 holders are here at once
+/// permit.release().await?; // or drop it
+///
+/// // Permits that are not owned: a producer hands its permit over, a consumer gives it back.
+/// uploads.acquire().await?.forget();
 /// uploads.release(1).await?;
 /// # Ok(()) }
 /// ```
@@ -110,7 +117,30 @@ impl Semaphore {
     /// Once polled, the call applies exactly once even if the future is dropped (it is
     /// finished in the background).
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        validate_name(self.name())?;
+        self.try_set(permits, None).await
+    }
+
+    /// As [`try_set_permits`](Semaphore::try_set_permits), and the count expires after
+    /// `time_to_live` (Redisson's `trySetPermits` with a time to live): the semaphore then has no
+    /// permits until set again.
+    ///
+    /// # Errors
+    /// As [`try_set_permits`](Semaphore::try_set_permits), and [`Error::InvalidLease`] for a
+    /// time to live of less than 1 ms or more than [`MAX_LEASE`](keylatch_core::MAX_LEASE).
+    ///
+    /// # Cancel safety
+    /// As [`try_set_permits`](Semaphore::try_set_permits).
+    pub async fn try_set_permits_with_ttl(
+        &self,
+        permits: u32,
+        time_to_live: Duration,
+    ) -> Result<bool> {
+        validate_lease(time_to_live)?;
+        self.try_set(permits, Some(time_to_live)).await
+    }
+
+    async fn try_set(&self, permits: u32, time_to_live: Option<Duration>) -> Result<bool> {
+        self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         let requests = &self.shared.requests;
         let call = TRY_SET
@@ -118,11 +148,37 @@ impl Semaphore {
             .key(self.name())
             .key(self.channel())
             .arg(permits)
-            .arg(requests.window_ms());
+            .arg(requests.window_ms())
+            .arg(time_to_live.map_or(0, lease_millis));
         match requests.apply_marked(call, |r| *r == Value::Int(1)).await? {
             Value::Int(1) => Ok(true),
             Value::Int(0) => Ok(false),
             _ => Err(unexpected("semaphore_try_set")),
+        }
+    }
+
+    /// Sets the number of available permits to `permits`, whatever it was (Redisson's
+    /// `setPermits`), and wakes the waiters. Permits out now still come back on top of it when
+    /// released. Any expiry set by
+    /// [`try_set_permits_with_ttl`](Semaphore::try_set_permits_with_ttl) is removed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidPermits`] (more than [`MAX_PERMITS`]),
+    /// [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have set the count; setting it again is harmless.
+    pub async fn set_permits(&self, permits: u32) -> Result<()> {
+        self.shared.client.validate_name(self.name())?;
+        if u64::from(permits) > MAX_PERMITS {
+            return Err(Error::InvalidPermits {
+                reason: "more than the largest count (2147483647)",
+            });
+        }
+        let call = SET.call().key(self.name()).key(self.channel()).arg(permits);
+        match run_idempotent(&self.shared.client, &call, Instant::now()).await? {
+            (Value::Int(1), _) => Ok(()),
+            _ => Err(unexpected("semaphore_set")),
         }
     }
 
@@ -138,7 +194,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`try_set_permits`](Semaphore::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         check_delta(delta)?;
         self.add(delta).await
     }
@@ -155,7 +211,7 @@ impl Semaphore {
     /// Once polled, the release applies exactly once even if the future is dropped (it is
     /// finished in the background).
     pub async fn release(&self, permits: u32) -> Result<()> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         self.add(i64::from(permits)).await
     }
@@ -185,7 +241,7 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn available_permits(&self) -> Result<u64> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         let value: Option<String> = self
             .shared
             .client
@@ -202,7 +258,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`try_set_permits`](Semaphore::try_set_permits).
     pub async fn drain_permits(&self) -> Result<u64> {
-        validate_name(self.name())?;
+        self.shared.client.validate_name(self.name())?;
         let requests = &self.shared.requests;
         let call = DRAIN.call().key(self.name()).arg(requests.window_ms());
         match requests
@@ -214,70 +270,104 @@ impl Semaphore {
         }
     }
 
-    /// Takes one permit, waiting as long as it takes.
+    /// Takes one permit, waiting as long as it takes. The permit goes back when the returned
+    /// guard is released or dropped.
     ///
     /// # Errors
     /// As [`acquire_many`](Semaphore::acquire_many).
     ///
     /// # Cancel safety
     /// As [`acquire_many`](Semaphore::acquire_many).
-    pub async fn acquire(&self) -> Result<()> {
-        self.acquire_many(1).await
+    pub async fn acquire(&self) -> Result<SemaphorePermit> {
+        self.acquire_with(AcquireOptions::new())
+            .await
+            .map(|p| p.expect("an unbounded wait returns a permit"))
     }
 
-    /// Takes `permits` permits at once (all or none), waiting as long as it takes.
+    /// Takes one permit, waiting as long as it takes; this process gives it back when `lease`
+    /// ends (the server never expires it: see [`SemaphorePermit`]).
     ///
     /// # Errors
-    /// [`Error::InvalidName`], [`Error::InvalidPermits`] (0 or more than [`MAX_PERMITS`]),
-    /// [`Error::WrongType`], Redis errors. Transient failures are undone and retried.
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<SemaphorePermit> {
+        self.acquire_with(AcquireOptions::new().with_lease(lease))
+            .await
+            .map(|p| p.expect("an unbounded wait returns a permit"))
+    }
+
+    /// Tries once to take one permit; `None` when none is available.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn try_acquire(&self) -> Result<Option<SemaphorePermit>> {
+        self.acquire_with(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Takes one permit, waiting at most `wait`; `lease` as in
+    /// [`acquire_with_lease`](Semaphore::acquire_with_lease) (`None`: held until released).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<SemaphorePermit>> {
+        self.acquire_with(AcquireOptions::within(wait, lease)).await
+    }
+
+    /// Takes one permit with `options` (wait bound, lease); `None` when the wait bound passed
+    /// first.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn acquire_with(&self, options: AcquireOptions) -> Result<Option<SemaphorePermit>> {
+        self.acquire_many(1, options).await
+    }
+
+    /// Takes `permits` permits at once (all or none), waiting as `options` says; `None` when
+    /// the wait bound passed first (never without a wait bound). One guard holds them all.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidLease`], [`Error::InvalidPermits`] (0 or more
+    /// than [`MAX_PERMITS`]), [`Error::WrongType`], [`Error::Closed`], Redis errors. Transient
+    /// failures are undone and retried.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped acquire takes nothing and leaves no subscription behind (a
     /// request already sent is undone in the background).
-    pub async fn acquire_many(&self, permits: u32) -> Result<()> {
-        self.acquire_until(permits, None).await.map(|_| ())
-    }
-
-    /// Tries once to take `permits` permits (all or none); returns whether it did.
-    ///
-    /// # Errors
-    /// As [`acquire_many`](Semaphore::acquire_many).
-    ///
-    /// # Cancel safety
-    /// As [`acquire_many`](Semaphore::acquire_many).
-    pub async fn try_acquire(&self, permits: u32) -> Result<bool> {
-        self.acquire_until(permits, Some(Instant::now())).await
-    }
-
-    /// Takes `permits` permits (all or none), waiting at most `wait`; returns whether it did.
-    ///
-    /// # Errors
-    /// As [`acquire_many`](Semaphore::acquire_many).
-    ///
-    /// # Cancel safety
-    /// As [`acquire_many`](Semaphore::acquire_many).
-    pub async fn try_acquire_for(&self, permits: u32, wait: Duration) -> Result<bool> {
-        self.acquire_until(permits, Some(Instant::now() + wait))
-            .await
-    }
-
-    /// The wait loop: `deadline` `None` waits forever.
-    pub(crate) async fn acquire_until(
+    pub async fn acquire_many(
         &self,
         permits: u32,
-        deadline: Option<Instant>,
-    ) -> Result<bool> {
-        validate_name(self.name())?;
+        options: AcquireOptions,
+    ) -> Result<Option<SemaphorePermit>> {
+        self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
+        if let Some(lease) = options.lease() {
+            validate_lease(lease)?;
+        }
         let taken = wait_for(
             &self.shared.client,
             self.channel(),
             wake_mode(permits),
-            deadline,
+            options.deadline(),
             || self.attempt(permits),
         )
         .await?;
-        Ok(taken.is_some())
+        Ok(taken.map(|()| SemaphorePermit::new(&self.shared, permits, options.lease())))
     }
 
     /// One acquire attempt, with its own marker (an attempt that failed transiently has been

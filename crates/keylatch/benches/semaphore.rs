@@ -46,9 +46,8 @@ impl Kind {
 async fn cycle(client: &keylatch::Client, kind: Kind, name: &str) {
     match kind {
         Kind::Plain => {
-            let semaphore = client.semaphore(name);
-            semaphore.acquire().await.unwrap();
-            semaphore.release(1).await.unwrap();
+            let permit = client.semaphore(name).acquire().await.unwrap();
+            permit.release().await.unwrap();
         }
         Kind::PlainGuard => {
             let guard = client.semaphore(name).as_lock().lock().await.unwrap();
@@ -87,8 +86,8 @@ enum Handle {
 async fn cycle_with(handle: &Handle) {
     match handle {
         Handle::Plain(s) => {
-            s.acquire().await.unwrap();
-            s.release(1).await.unwrap();
+            let permit = s.acquire().await.unwrap();
+            permit.release().await.unwrap();
         }
         Handle::Expirable(s) => {
             let permit = s.acquire_with_lease(Duration::from_secs(30)).await.unwrap();
@@ -327,11 +326,10 @@ async fn main() {
                 for _ in 0..per_waiter {
                     let (acquired, released) = match kind {
                         Kind::Plain => {
-                            let semaphore = client.semaphore(name);
-                            semaphore.acquire().await.unwrap();
+                            let permit = client.semaphore(name).acquire().await.unwrap();
                             let acquired = Instant::now();
                             let released = Instant::now();
-                            semaphore.release(1).await.unwrap();
+                            permit.release().await.unwrap();
                             (acquired, released)
                         }
                         Kind::ExpirableLease => {

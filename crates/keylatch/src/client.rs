@@ -1,28 +1,44 @@
 //! The facade's client: `Client::connect(url)` and `client.lock(name)`.
 
-use std::ops::Deref;
+use std::sync::Arc;
 
-use keylatch_core::{Config, LuaScript, Result};
+use keylatch_core::{ClientStats, Config, LuaScript, Owner, OwnerId, Result};
 use keylatch_fair::FairLock;
 use keylatch_reentrant::ReentrantLock;
 use keylatch_rwlock::RwLock;
 use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
 
-/// A connection to Redis, and the factory of every keylatch primitive. Cheap to clone.
+/// A connection to Redis, and the factory of every keylatch primitive. Cheap to clone: clones
+/// share the connections, the pub/sub connection and the watchdog.
 ///
-/// It dereferences to [`keylatch_core::Client`] for the lower-level parts (stats, the hub,
-/// the watchdog).
+/// End it with [`shutdown`](Client::shutdown) before the program ends: it releases every hold
+/// and permit still taken. A client whose last clone is dropped while holds are live, without a
+/// shutdown, logs a warning and releases them in the background (which a runtime that is
+/// shutting down may not let finish).
 ///
 /// ```no_run
 /// # async fn demo() -> keylatch::Result<()> {
 /// let client = keylatch::Client::connect("redis://127.0.0.1:6379").await?;
 /// let guard = client.lock("nightly-report").lock().await?;
 /// guard.unlock().await?;
+/// client.shutdown().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
 pub struct Client {
     core: keylatch_core::Client,
+    /// Shared by the clones: its drop is the drop of the last clone.
+    _last: Arc<LastClone>,
+}
+
+/// Notices the drop of the last clone of a [`Client`].
+#[derive(Debug)]
+struct LastClone(keylatch_core::Client);
+
+impl Drop for LastClone {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
 }
 
 /// Every script of every primitive, preloaded at connect.
@@ -62,7 +78,7 @@ impl Client {
     pub async fn connect_with(config: Config) -> Result<Client> {
         let core = keylatch_core::Client::connect(config).await?;
         core.preload(&all_scripts()).await?;
-        Ok(Client { core })
+        Ok(Client::from(core))
     }
 
     /// The reentrant lock `name` (see [`ReentrantLock`]).
@@ -90,22 +106,91 @@ impl Client {
         PermitExpirableSemaphore::new(&self.core, name)
     }
 
-    /// The lower-level client.
-    pub fn core(&self) -> &keylatch_core::Client {
-        &self.core
+    /// Ends the client: refuses new acquisitions, ends the waits in progress with
+    /// [`Error::Closed`](crate::Error::Closed), releases every hold and permit it still has,
+    /// waits for the background releases, and stops its background tasks, all within
+    /// [`Config::shutdown_timeout`]. Every call after it returns `Closed`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch::Result<()> {
+    /// let client = keylatch::Client::connect_from_env().await?;
+    /// let guard = client.lock("nightly-report").lock().await?;
+    /// tokio::select! {
+    ///     _ = tokio::signal::ctrl_c() => eprintln!("interrupted"),
+    ///     _ = guard.lost() => eprintln!("lock lost"),
+    ///     _ = async { /* the work */ } => {}
+    /// }
+    /// client.shutdown().await?; // the lock is released even if the work was interrupted
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Timeout`](crate::Error::Timeout) when releases were unfinished at the timeout
+    /// (their leases end them); the client is closed all the same.
+    ///
+    /// # Cancel safety
+    /// Once polled, the client is closing; dropping the future leaves the releases to the
+    /// background.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.core.shutdown().await
     }
-}
 
-impl Deref for Client {
-    type Target = keylatch_core::Client;
+    /// Whether [`shutdown`](Client::shutdown) has started.
+    pub fn is_closed(&self) -> bool {
+        self.core.is_closed()
+    }
 
-    fn deref(&self) -> &keylatch_core::Client {
+    /// The client's UUID: the first half of every owner id it writes.
+    pub fn id(&self) -> uuid::Uuid {
+        self.core.id()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        self.core.config()
+    }
+
+    /// The owner id `owner` is written under by this client (`<client-uuid>:<number>`).
+    pub fn owner_id(&self, owner: Owner) -> OwnerId {
+        self.core.owner_id(owner)
+    }
+
+    /// The client's counters: live holds, renewals, channels, reconnects, background work.
+    pub fn stats(&self) -> ClientStats {
+        self.core.stats()
+    }
+
+    /// Waits until every background release and undo has finished (a dropped guard releases
+    /// in the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn wait_idle(&self) {
+        self.core.wait_idle().await;
+    }
+
+    /// A connection from the client's deadpool-redis pool, for the application's own commands
+    /// (it returns to the pool on drop).
+    ///
+    /// # Errors
+    /// [`Error::Connect`](crate::Error::Connect), [`Error::Timeout`](crate::Error::Timeout),
+    /// [`Error::Pool`](crate::Error::Pool), [`Error::Closed`](crate::Error::Closed).
+    pub async fn pool_connection(&self) -> Result<crate::deadpool_redis::Connection> {
+        self.core.pool_connection().await
+    }
+
+    /// The core client, for keylatch's own crates and tests; not part of the public API.
+    #[doc(hidden)]
+    pub fn core(&self) -> &keylatch_core::Client {
         &self.core
     }
 }
 
 impl From<keylatch_core::Client> for Client {
     fn from(core: keylatch_core::Client) -> Self {
-        Client { core }
+        Client {
+            _last: Arc::new(LastClone(core.clone())),
+            core,
+        }
     }
 }

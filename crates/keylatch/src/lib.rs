@@ -64,16 +64,28 @@ mod client;
 
 pub use client::Client;
 pub use keylatch_core::{
-    AcquireOptions, ClientStats, Config, ConfigBuilder, DistributedLock, Error, LockGuard,
-    MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, redis,
+    AcquireOptions, ClientStats, Config, ConfigBuilder, DEFAULT_URL, DistributedLock, Error,
+    LockGuard, MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, WatchdogStats, deadpool_redis,
+    redis,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
 pub use keylatch_reentrant::ReentrantLock;
 pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
 pub use keylatch_semaphore::{
     ExpirableSemaphoreLock, MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, PermitExpirableSemaphore,
-    Semaphore, SemaphoreLock,
+    Semaphore, SemaphoreLock, SemaphorePermit,
 };
 
-/// The core crate, for the lower-level parts.
+/// The core crate: keylatch's own crates and tests use it; not part of the public API.
+#[doc(hidden)]
 pub use keylatch_core as core;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
+
+/// The examples of `docs/choosing-a-primitive.md`, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/choosing-a-primitive.md")]
+mod choosing_a_primitive {}

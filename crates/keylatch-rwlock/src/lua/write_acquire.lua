@@ -1,8 +1,10 @@
 -- keylatch read-write lock: take the write hold, or re-enter it.
--- KEYS[1] the lock hash, KEYS[2] the writer-intent zset ({name}:write_intent)
+-- KEYS[1] the lock hash, KEYS[2] the writer-intent zset ({name}:write_intent),
+-- KEYS[3] the fencing counter (redisson_lock_token:{name})
 -- ARGV[1] lease in ms, ARGV[2] owner id, ARGV[3] the owner's write field (<owner id>:write),
--- ARGV[4] the intent timeout in ms ('0': record no intent, the caller will not wait)
--- Returns nil when acquired; -3 when the owner holds a read hold in read mode (an upgrade:
+-- ARGV[4] the intent timeout in ms ('0': record no intent, the caller will not wait),
+-- ARGV[5] '1' to issue a fencing token
+-- Returns nil when acquired ({token} when acquired with fencing); -3 when the owner holds a read hold in read mode (an upgrade:
 -- refused before anything is written); -1 when the lock is held without an expiry; otherwise
 -- the lock's PTTL in ms, after recording (or refreshing) the owner's intent to write.
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -15,6 +17,9 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
   if pttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
+  if ARGV[5] == '1' then
+    return {redis.call('incr', KEYS[3])}
+  end
   return nil
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -25,6 +30,9 @@ if mode == false and pttl == -2 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   -- No longer waiting (an empty zset disappears by itself).
   redis.call('zrem', KEYS[2], ARGV[2])
+  if ARGV[5] == '1' then
+    return {redis.call('incr', KEYS[3])}
+  end
   return nil
 end
 if ARGV[4] ~= '0' then

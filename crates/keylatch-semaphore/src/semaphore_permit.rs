@@ -1,0 +1,223 @@
+//! `SemaphorePermit`: permits of a plain [`Semaphore`](crate::Semaphore), given back on drop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keylatch_core::redis::Value;
+use keylatch_core::{Error, HoldRelease, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal, Result};
+use tokio::time::Instant;
+
+use crate::request::{MAX_PERMITS, refused, run_idempotent, with_keys};
+use crate::scripts::ADD;
+use crate::semaphore::{Shared, unexpected};
+
+/// Permits taken from a [`Semaphore`](crate::Semaphore), as tokio's `SemaphorePermit`: they go
+/// back when the permit is [released](SemaphorePermit::release) or dropped.
+///
+/// - [`release`](SemaphorePermit::release) gives them back and reports errors; dropping the
+///   permit gives them back in the background (exactly once, even after a lost reply).
+/// - [`forget`](SemaphorePermit::forget) keeps them taken, for a deliberate hand-over: whoever
+///   takes over gives them back with [`Semaphore::release`](crate::Semaphore::release).
+/// - With a lease (`acquire_with_lease`, `try_acquire_for(.., Some(lease))`) this process
+///   gives them back when the lease ends, and [`lost`](SemaphorePermit::lost) completes then.
+///   The plain semaphore's permits never expire on the server: if the process dies holding
+///   them, they are gone until someone adds them back. Use the
+///   [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) when a crashed holder's
+///   permits must come back.
+/// - [`Client::shutdown`](keylatch_core::Client::shutdown) gives back every permit the client
+///   still holds: call it before the program ends.
+#[must_use = "dropping a SemaphorePermit gives its permits back (in the background); keep it while you use them, or `forget()` it to keep them taken"]
+#[derive(Debug)]
+pub struct SemaphorePermit {
+    permits: u32,
+    guard: LockGuard,
+    release: Arc<PermitRelease>,
+}
+
+impl SemaphorePermit {
+    /// Wraps `permits` permits just taken; `lease` starts the local give-back timer.
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        permits: u32,
+        lease: Option<Duration>,
+    ) -> SemaphorePermit {
+        let client = &shared.client;
+        let release = Arc::new(PermitRelease {
+            shared: shared.clone(),
+            permits,
+            marker: shared.requests.marker(),
+            done: AtomicBool::new(false),
+            timer: Mutex::new(None),
+            first_sent: OnceLock::new(),
+        });
+        // The hold is registered so that `lost`, the client's counters and its shutdown see
+        // it; nothing renews it (the permits have no expiry on the server).
+        let hold = client.watchdog().register(
+            &shared.name,
+            &release.marker,
+            lease.unwrap_or(MAX_LEASE),
+            Renewal::Lease,
+            Instant::now(),
+        );
+        if let Some(lease) = lease {
+            release.start_timer(lease);
+        }
+        let guard = LockGuard::new(
+            client.clone(),
+            shared.name.clone(),
+            client.owner_id(Owner::unique()),
+            release.clone(),
+            hold,
+            None,
+        );
+        SemaphorePermit {
+            permits,
+            guard,
+            release,
+        }
+    }
+
+    /// How many permits this holds.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The semaphore's name.
+    pub fn semaphore_name(&self) -> &str {
+        self.guard.name()
+    }
+
+    /// The local instant until which the permits are held, or `None` once they are lost.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.guard.valid_until()
+    }
+
+    /// Whether the permits are lost (see [`lost`](SemaphorePermit::lost)).
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Completes when the permits are no longer held: a lease given at acquire ran out (this
+    /// process gave them back), or the client shut down. The future owns what it needs.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.guard.lost()
+    }
+
+    /// Gives the permits back and wakes the waiters.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when a lease had already given them back (nothing changed);
+    /// [`Error::Closed`] after the client's shutdown (which gave them back); Redis errors.
+    ///
+    /// # Cancel safety
+    /// A lost reply, or a future dropped before it, is settled by sending the release again
+    /// with the same request marker: the permits go back exactly once.
+    pub async fn release(self) -> Result<()> {
+        self.guard.unlock().await
+    }
+
+    /// Keeps the permits taken and returns how many: no release on drop, no lease timer. Give
+    /// them back with [`Semaphore::release`](crate::Semaphore::release), from any process.
+    pub fn forget(self) -> u32 {
+        self.release.done.store(true, Ordering::Release);
+        if let Some(timer) = self.release.timer.lock().expect("timer lock").take() {
+            timer.abort();
+        }
+        self.guard.forget();
+        self.permits
+    }
+
+    /// The permits as a plain [`LockGuard`] (for the shared lock trait).
+    pub fn into_guard(self) -> LockGuard {
+        self.guard
+    }
+}
+
+/// Gives back the permits of one guard, exactly once: the release carries a fixed marker, so a
+/// retry after a lost reply does not release twice.
+#[derive(Debug)]
+struct PermitRelease {
+    shared: Arc<Shared>,
+    permits: u32,
+    marker: String,
+    done: AtomicBool,
+    timer: Mutex<Option<tokio::task::AbortHandle>>,
+    /// When the release was first sent: retries must reach the server within its window.
+    first_sent: OnceLock<Instant>,
+}
+
+impl PermitRelease {
+    /// Gives the permits back when `lease` ends, unless the guard did first.
+    fn start_timer(self: &Arc<Self>, lease: Duration) {
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(lease).await;
+            if !me.done.swap(true, Ordering::AcqRel) {
+                let client = me.shared.client.clone();
+                client.spawn_background(async move { me.send(true).await });
+            }
+        });
+        *self.timer.lock().expect("timer lock") = Some(task.abort_handle());
+    }
+
+    /// Sends the release; `retry` retries transient failures within the request window.
+    async fn send(&self, retry: bool) -> Result<()> {
+        let requests = &self.shared.requests;
+        let settled = requests.take_settled();
+        let call = ADD
+            .call()
+            .key(&*self.shared.name)
+            .key(&*self.shared.channel)
+            .key(&self.marker);
+        let call = with_keys(call, &settled)
+            .arg(self.permits)
+            .arg(requests.window_ms())
+            .arg(MAX_PERMITS);
+        let since = *self.first_sent.get_or_init(Instant::now);
+        let reply = if retry {
+            run_idempotent(&self.shared.client, &call, since).await?.0
+        } else {
+            self.shared.client.eval_value(&call).await?
+        };
+        match reply {
+            Value::Int(1) => {
+                requests.settle(self.marker.clone());
+                Ok(())
+            }
+            Value::Int(code @ (-1 | -2)) => {
+                requests.give_back(settled);
+                Err(refused(code))
+            }
+            _ => Err(unexpected("semaphore_add")),
+        }
+    }
+}
+
+#[async_trait]
+impl HoldRelease for PermitRelease {
+    async fn release(&self, _owner: OwnerId) -> Result<()> {
+        if self.done.swap(true, Ordering::AcqRel) {
+            // The lease ended first, or the client's shutdown, and gave the permits back.
+            if self.shared.client.is_closed() {
+                return Err(Error::Closed);
+            }
+            return Err(Error::NotHeld {
+                name: self.shared.name.to_string(),
+            });
+        }
+        if let Some(timer) = self.timer.lock().expect("timer lock").take() {
+            timer.abort();
+        }
+        self.send(false).await
+    }
+
+    async fn release_if_count(&self, _owner: OwnerId, _expected: u64) -> Result<()> {
+        // Called after a lost reply: the same marker makes sending again safe.
+        self.send(true).await
+    }
+}

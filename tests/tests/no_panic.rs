@@ -1,0 +1,216 @@
+//! No input panics: arbitrary durations (up to `Duration::MAX`), counts and names, driven
+//! through the public API against a real server. Every call returns a value or a typed error,
+//! and a refused call leaves the keyspace as it was.
+use std::time::Duration;
+
+use keylatch::{AcquireOptions, Config, Error};
+use keylatch_tests::{keyspace, raw, server};
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, TestRunner};
+
+fn duration() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        Just(Duration::ZERO),
+        Just(Duration::MAX),
+        Just(Duration::from_nanos(1)),
+        (0u64..3_000).prop_map(Duration::from_millis),
+        any::<u64>().prop_map(Duration::from_millis),
+        any::<u64>().prop_map(Duration::from_secs),
+        (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+    ]
+}
+
+fn name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        "[a-z]{1,12}",
+        "\\PC{0,20}",
+        "[{}a-z]{1,8}",
+        (1020usize..1030).prop_map(|n| "n".repeat(n)),
+    ]
+}
+
+/// Whether an error is a refusal of the input (nothing may have been written).
+fn refused(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::InvalidName { .. }
+            | Error::InvalidLease { .. }
+            | Error::InvalidPermits { .. }
+            | Error::InvalidConfig { .. }
+    )
+}
+
+/// Runs one call with a bound (a valid call may legitimately wait; it is then dropped, which
+/// is cancel safe), and checks that a refused call left the keyspace as it was.
+async fn check<T, F>(
+    conn: &mut keylatch::redis::aio::MultiplexedConnection,
+    what: &str,
+    call: F,
+) -> Option<T>
+where
+    F: Future<Output = keylatch::Result<T>>,
+{
+    let before = keyspace(conn).await;
+    match tokio::time::timeout(Duration::from_millis(150), call).await {
+        Ok(Ok(value)) => Some(value),
+        Ok(Err(err)) => {
+            if refused(&err) {
+                assert_eq!(
+                    keyspace(conn).await,
+                    before,
+                    "{what}: refused ({err}) but wrote"
+                );
+            }
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn the_longest_waits_and_leases_do_not_overflow() {
+    let server = server();
+    let client = keylatch_tests::client(&server).await;
+    let name = keylatch_tests::unique("max");
+    let lock = client.lock(&name);
+    let guard = lock
+        .try_lock_for(Duration::MAX, None)
+        .await
+        .unwrap()
+        .expect("a free lock is taken at once");
+    // Waiting `Duration::MAX` for a held lock waits (as forever), without panicking.
+    let waited = tokio::time::timeout(
+        Duration::from_millis(200),
+        lock.try_lock_for(Duration::MAX, None),
+    )
+    .await;
+    assert!(waited.is_err(), "still waiting");
+    guard.unlock().await.unwrap();
+    assert!(matches!(
+        lock.try_lock_for(Duration::MAX, Some(Duration::MAX)).await,
+        Err(Error::InvalidLease { .. })
+    ));
+    let semaphore = client.semaphore(&name);
+    semaphore.try_set_permits(1).await.unwrap();
+    let permit = semaphore
+        .try_acquire_for(Duration::MAX, None)
+        .await
+        .unwrap();
+    assert!(permit.is_some());
+    for built in [
+        Config::builder().fallback_poll(Duration::MAX).build(),
+        Config::builder().watchdog_timeout(Duration::MAX).build(),
+        Config::builder().response_timeout(Duration::MAX).build(),
+        Config::builder().shutdown_timeout(Duration::MAX).build(),
+    ] {
+        assert!(matches!(built, Err(Error::InvalidConfig { .. })));
+    }
+}
+
+#[test]
+fn arbitrary_input_never_panics_and_refusals_write_nothing() {
+    let server = server();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(keylatch_tests::client(&server));
+    let conn = runtime.block_on(raw(&server));
+    let cases = if keylatch_tests::full() { 256 } else { 40 };
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let strategy = (
+        name(),
+        duration(),
+        duration(),
+        any::<u32>(),
+        any::<i64>(),
+        prop_oneof![Just(0u32), 1u32..4, Just(u32::MAX)],
+    );
+    runner
+        .run(&strategy, |(name, wait, lease, count, delta, small)| {
+            let mut conn = conn.clone();
+            runtime.block_on(async {
+                let conn = &mut conn;
+                let lease = Some(lease).filter(|l| !l.is_zero() || wait.is_zero());
+                let options = AcquireOptions::within(wait, lease);
+                let lock = client.lock(&name);
+                if let Some(Some(guard)) = check(conn, "lock", lock.acquire(options)).await {
+                    guard.unlock().await.ok();
+                }
+                let fair = client.fair_lock(&name).with_waiter_timeout(wait);
+                if let Some(Some(guard)) = check(conn, "fair", fair.try_lock_for(wait, lease)).await
+                {
+                    guard.unlock().await.ok();
+                }
+                let rw = client
+                    .rw_lock(&name)
+                    .with_writer_intent_timeout(lease.unwrap_or(wait));
+                if let Some(Some(guard)) =
+                    check(conn, "write", rw.write_lock().acquire(options)).await
+                {
+                    guard.unlock().await.ok();
+                }
+                let semaphore = client.semaphore(&name);
+                check(conn, "try_set", semaphore.try_set_permits(count)).await;
+                check(
+                    conn,
+                    "try_set_ttl",
+                    semaphore.try_set_permits_with_ttl(small, wait),
+                )
+                .await;
+                check(conn, "add", semaphore.add_permits(delta)).await;
+                check(conn, "release", semaphore.release(count)).await;
+                if let Some(Some(permit)) =
+                    check(conn, "acquire_many", semaphore.acquire_many(small, options)).await
+                {
+                    permit.release().await.ok();
+                }
+                let expirable = client.permit_expirable_semaphore(&name);
+                check(conn, "exp try_set", expirable.try_set_permits(count)).await;
+                if let Some(Some(permits)) = check(
+                    conn,
+                    "exp acquire_many",
+                    expirable.acquire_many(small, options),
+                )
+                .await
+                {
+                    for permit in permits {
+                        check(
+                            conn,
+                            "exp remaining",
+                            expirable.remaining_lease(permit.id()),
+                        )
+                        .await;
+                        check(
+                            conn,
+                            "exp update",
+                            expirable.update_lease(permit.id(), wait),
+                        )
+                        .await;
+                        permit.release().await.ok();
+                    }
+                }
+                check(
+                    conn,
+                    "exp release_many",
+                    expirable.release_many(&[name.as_str()]),
+                )
+                .await;
+                let config = Config::builder()
+                    .url(server.url())
+                    .watchdog_timeout(lease.unwrap_or(wait))
+                    .fallback_poll(wait)
+                    .response_timeout(lease.unwrap_or(Duration::MAX))
+                    .build();
+                if let Ok(config) = config {
+                    assert!(config.validate().is_ok());
+                }
+                client.wait_idle().await;
+            });
+            Ok(())
+        })
+        .unwrap();
+    println!("{cases} cases of arbitrary durations, counts and names: no panic");
+}
