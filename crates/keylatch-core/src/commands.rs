@@ -220,39 +220,45 @@ impl Commands {
         }
     }
 
-    /// Runs several script calls in one pipelined round trip; on NOSCRIPT, loads every script
-    /// involved and runs the whole batch again (callers only batch idempotent calls).
-    pub(crate) async fn eval_batch(&self, calls: &[ScriptCall]) -> Result<Vec<Value>> {
+    /// Runs several script calls in one pipelined round trip and returns each call's own
+    /// outcome (one refused call, for example under `OOM`, does not fail the others). On
+    /// NOSCRIPT, loads every script involved and runs the whole batch again (callers only batch
+    /// idempotent calls). The outer error is the connection's.
+    pub(crate) async fn eval_batch(&self, calls: &[ScriptCall]) -> Result<Vec<Result<Value>>> {
         if calls.is_empty() {
             return Ok(Vec::new());
         }
         let index = self.pick("");
         let (generation, mut conn) = self.connection(index).await?;
         let mut pipe = redis::pipe();
+        pipe.ignore_errors();
         for call in calls {
             pipe.add_command(call.evalsha_cmd());
         }
-        match pipe.query_async::<Vec<Value>>(&mut conn).await {
-            Ok(values) => Ok(values),
-            Err(err) if is_noscript(&err) => {
-                self.script_reloads.fetch_add(1, Ordering::Relaxed);
-                let mut pipe = redis::pipe();
-                let mut loaded: Vec<&'static LuaScript> = Vec::new();
-                for call in calls {
-                    if !loaded.iter().any(|s| std::ptr::eq(*s, call.script())) {
-                        loaded.push(call.script());
-                        pipe.add_command(call.script().load_cmd()).ignore();
-                    }
+        let first_key = calls[0].first_key();
+        let mut replies: Vec<redis::RedisResult<Value>> = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.map_error(e, first_key, index, generation))?;
+        if replies.iter().any(|r| r.as_ref().is_err_and(is_noscript)) {
+            self.script_reloads.fetch_add(1, Ordering::Relaxed);
+            let mut loaded: Vec<&'static LuaScript> = Vec::new();
+            for call in calls {
+                if !loaded.iter().any(|s| std::ptr::eq(*s, call.script())) {
+                    loaded.push(call.script());
                 }
-                for call in calls {
-                    pipe.add_command(call.evalsha_cmd());
-                }
-                pipe.query_async::<Vec<Value>>(&mut conn)
-                    .await
-                    .map_err(|e| self.map_error(e, calls[0].first_key(), index, generation))
             }
-            Err(err) => Err(self.map_error(err, calls[0].first_key(), index, generation)),
+            self.load(&loaded).await?;
+            replies = pipe
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| self.map_error(e, first_key, index, generation))?;
         }
+        Ok(replies
+            .into_iter()
+            .zip(calls)
+            .map(|(reply, call)| reply.map_err(|e| Error::from_redis(e, call.first_key())))
+            .collect())
     }
 
     /// Loads scripts on one connection, in one round trip.

@@ -56,6 +56,13 @@ pub struct Config {
     /// unsubscribes at once.
     #[serde(with = "duration")]
     pub subscription_linger: Duration,
+    /// The longest `unlock().await` (and a permit's `release().await`) waits for the server:
+    /// past it the call returns [`Error::Timeout`] and the release goes on in the background,
+    /// retried until it is known applied or the settle window (`3 × response_timeout + 1 s`, at
+    /// least 30 s) passes; the lease ends
+    /// the hold at the latest.
+    #[serde(with = "duration")]
+    pub release_timeout: Duration,
     /// The longest [`Client::shutdown`](crate::Client::shutdown) takes to release what the
     /// client holds.
     #[serde(with = "duration")]
@@ -78,6 +85,7 @@ impl Default for Config {
             response_timeout: Duration::from_secs(5),
             fallback_poll: Duration::from_secs(2),
             subscription_linger: Duration::from_millis(250),
+            release_timeout: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(5),
             hash_tagged_names: false,
         }
@@ -133,6 +141,9 @@ impl Config {
         }
         if self.fallback_poll < Duration::from_millis(10) || self.fallback_poll > max {
             return bad("fallback_poll", "must be between 10ms and 30 days");
+        }
+        if self.release_timeout.is_zero() || self.release_timeout > max {
+            return bad("release_timeout", "must be positive and at most 30 days");
         }
         if self.shutdown_timeout.is_zero() || self.shutdown_timeout > max {
             return bad("shutdown_timeout", "must be positive and at most 30 days");
@@ -194,6 +205,13 @@ impl ConfigBuilder {
     /// The fallback poll bound for waiters (default 2 s).
     pub fn fallback_poll(mut self, poll: Duration) -> Self {
         self.config.fallback_poll = poll;
+        self
+    }
+
+    /// The longest an unlock or a release waits for the server (default 5 s; see
+    /// [`Config::release_timeout`]).
+    pub fn release_timeout(mut self, timeout: Duration) -> Self {
+        self.config.release_timeout = timeout;
         self
     }
 

@@ -121,6 +121,11 @@ pub enum Error {
     /// No connection could be taken from the pool.
     #[error("no redis connection available from the pool")]
     Pool(#[source] deadpool_redis::PoolError),
+    /// Redis is out of memory (`maxmemory` reached under the `noeviction` policy) and refused
+    /// a command that takes memory, before it ran: nothing was written. Releases and renewals
+    /// still run (their scripts declare `allow-oom`).
+    #[error("redis is out of memory and refused the command; nothing was written")]
+    OutOfMemory(#[source] RedisError),
     /// Any other error reported by Redis.
     #[error("redis reported an error")]
     Redis(#[source] RedisError),
@@ -163,6 +168,7 @@ impl From<RedisError> for Error {
             _ if err.code() == Some("WRONGPASS") || err.code() == Some("NOAUTH") => {
                 Error::Auth(err)
             }
+            _ if err.code() == Some("OOM") => Error::OutOfMemory(err),
             _ if err.is_timeout() => Error::Timeout {
                 after: Duration::ZERO,
             },

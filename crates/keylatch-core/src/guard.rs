@@ -146,6 +146,11 @@ impl LockGuard {
     /// [`NotHeld`](crate::Error::NotHeld) if the hold had already ended (its lease ran out, or
     /// it was force-unlocked) — nothing is changed then; Redis errors.
     ///
+    /// [`Timeout`](crate::Error::Timeout) when the release was not settled within
+    /// [`Config::release_timeout`](crate::Config::release_timeout) (the server did not answer):
+    /// it goes on in the background, retried until it is known applied or the settle window
+    /// passes, and the lease ends the hold at the latest.
+    ///
     /// # Cancel safety
     /// The watchdog stops renewing at once. If the reply is lost, the release is settled with a
     /// conditional undo (so it happens exactly once) and `unlock` succeeds once that is done; if
@@ -154,6 +159,7 @@ impl LockGuard {
         let Some(mut inner) = self.inner.take() else {
             return Ok(());
         };
+        let limit = inner.client.config().release_timeout;
         let expected = inner.hold.local_count() as u64;
         let undo = UndoGuard::arm(
             &inner.client,
@@ -163,15 +169,22 @@ impl LockGuard {
             &inner.hold,
         );
         inner.hold.release();
-        match inner.release.release(self.owner).await {
-            // The reply was lost: the release may or may not have run. The undo releases only
-            // if it did not, so once it succeeds the hold has been released exactly once.
-            Err(err) if err.is_ambiguous() => undo.run_now().await.map_err(|_| err),
-            result => {
-                undo.disarm();
-                result
+        let owner = self.owner;
+        let release = async move {
+            match inner.release.release(owner).await {
+                // The reply was lost: the release may or may not have run. The undo releases
+                // only if it did not, so once it succeeds the hold has been released once.
+                Err(err) if err.is_ambiguous() => undo.run_now().await.map_err(|_| err),
+                result => {
+                    undo.disarm();
+                    result
+                }
             }
-        }
+        };
+        // Dropped on the timeout, the armed undo finishes the release in the background.
+        tokio::time::timeout(limit, release)
+            .await
+            .unwrap_or(Err(crate::Error::Timeout { after: limit }))
     }
 }
 
@@ -270,10 +283,33 @@ impl Drop for UndoGuard {
     fn drop(&mut self) {
         if let Some(job) = self.armed.take() {
             let pending = job.client.watchdog().begin_pending(&job.key, &job.field);
+            let window = job.client.settle_window();
             job.client.spawn_background(async move {
                 let _pending = pending;
-                job.release.release_if_count(job.owner, job.expected).await
+                settle(&*job.release, job.owner, job.expected, window).await
             });
+        }
+    }
+}
+
+/// Runs the conditional undo [`HoldRelease::release_if_count`] until it is known applied (or
+/// refused for good), retrying lost replies with back-off while `window` allows: the undo is
+/// conditional on the hold count, so repeating it is safe.
+async fn settle(
+    release: &dyn HoldRelease,
+    owner: OwnerId,
+    expected: u64,
+    window: std::time::Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + window;
+    let mut backoff = std::time::Duration::from_millis(10);
+    loop {
+        match release.release_if_count(owner, expected).await {
+            Err(err) if err.is_ambiguous() && Instant::now() + backoff < deadline => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_millis(500));
+            }
+            other => return other,
         }
     }
 }
@@ -286,11 +322,12 @@ impl Drop for LockGuard {
             inner.hold.release();
             let owner = self.owner;
             let release = inner.release;
+            let window = inner.client.settle_window();
             inner.client.spawn_background(async move {
                 let _pending = pending;
                 match release.release(owner).await {
                     Err(err) if err.is_ambiguous() => {
-                        release.release_if_count(owner, expected).await
+                        settle(&*release, owner, expected, window).await
                     }
                     other => other,
                 }

@@ -21,16 +21,43 @@ use deadpool_redis::redis::{self, ToRedisArgs};
 /// pipelined round trip. Callers never see `NOSCRIPT`.
 pub struct LuaScript {
     name: &'static str,
+    /// The shebang line that carries the script's flags (Redis 7), or nothing.
+    header: &'static str,
     source: &'static str,
+    /// The source Redis runs: `header` then `source`.
+    full: OnceLock<String>,
     hash: OnceLock<String>,
 }
 
 impl LuaScript {
-    /// Declares a script.
+    /// Declares a script without flags: Redis decides about memory at its first write, so a
+    /// script that writes must not run out of memory half-way. Prefer
+    /// [`taking`](LuaScript::taking) or [`freeing`](LuaScript::freeing).
     pub const fn new(name: &'static str, source: &'static str) -> LuaScript {
+        LuaScript::with_header(name, "", source)
+    }
+
+    /// Declares a script that takes something (a hold, a permit, a queue place): it declares
+    /// no flags (`#!lua`), so when Redis is out of memory (`maxmemory` reached under
+    /// `noeviction`) the server refuses it before it runs, and nothing is half-written. The
+    /// caller gets [`Error::OutOfMemory`](crate::Error::OutOfMemory). Needs Redis 7.
+    pub const fn taking(name: &'static str, source: &'static str) -> LuaScript {
+        LuaScript::with_header(name, "#!lua\n", source)
+    }
+
+    /// Declares a script that only frees or extends (a release, a renewal, leaving a queue):
+    /// it declares `allow-oom`, so it runs even when Redis is out of memory, which it helps
+    /// relieve. Needs Redis 7.
+    pub const fn freeing(name: &'static str, source: &'static str) -> LuaScript {
+        LuaScript::with_header(name, "#!lua flags=allow-oom\n", source)
+    }
+
+    const fn with_header(name: &'static str, header: &'static str, source: &'static str) -> Self {
         LuaScript {
             name,
+            header,
             source,
+            full: OnceLock::new(),
             hash: OnceLock::new(),
         }
     }
@@ -40,15 +67,16 @@ impl LuaScript {
         self.name
     }
 
-    /// The Lua source.
-    pub fn source(&self) -> &'static str {
-        self.source
+    /// The source Redis runs: the flags' shebang line, if any, then the Lua source.
+    pub fn source(&self) -> &str {
+        self.full
+            .get_or_init(|| format!("{}{}", self.header, self.source))
     }
 
     /// The SHA1 that EVALSHA uses.
     pub fn hash(&self) -> &str {
         self.hash
-            .get_or_init(|| redis::Script::new(self.source).get_hash().to_owned())
+            .get_or_init(|| redis::Script::new(self.source()).get_hash().to_owned())
     }
 
     /// Starts a call of this script.
@@ -62,7 +90,7 @@ impl LuaScript {
 
     pub(crate) fn load_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(self.source);
+        cmd.arg("LOAD").arg(self.source());
         cmd
     }
 }

@@ -20,7 +20,7 @@ use crate::script::LuaScript;
 /// fair lock, Redisson's layout): pass it as [`Renewal::Watchdog`]. One script for both, so
 /// the watchdog renews their holds together, in the same calls.
 pub static RENEW_HASH_HOLDS: LuaScript =
-    LuaScript::new("renew_hash_holds", include_str!("lua/renew_hash_holds.lua"));
+    LuaScript::freeing("renew_hash_holds", include_str!("lua/renew_hash_holds.lua"));
 
 /// The most keys renewed by one script call.
 pub const RENEWAL_BATCH: usize = 100;
@@ -491,23 +491,34 @@ async fn tick(shared: &Shared, commands: &Commands) {
         sent_at = Instant::now();
         outcome = commands.eval_batch(&calls).await;
     }
-    let Ok(replies) = outcome else {
-        // Try again soon rather than a whole third of a lease later: the hold's local
-        // deadline is running.
-        let retry_at = Instant::now();
-        let mut schedule = shared.schedule.lock().expect("watchdog lock");
-        for (_, lease, _) in &groups {
-            if let Some(next) = schedule.get_mut(lease) {
-                *next = retry_at + (*lease / 12).max(Duration::from_millis(10));
-            }
+    // Each call's answer is handled on its own: only an explicit "gone" marks a hold lost. A
+    // call that failed (the connection, or an error of its own) renews nothing, and its group
+    // is tried again soon rather than a third of a lease later: the local deadlines run on,
+    // and a hold is lost only once its deadline passes with no renewal.
+    let replies: Vec<Option<Value>> = match outcome {
+        Ok(replies) => replies
+            .into_iter()
+            .map(|reply| {
+                reply
+                    .inspect_err(|err| tracing::debug!(error = %err, "a renewal call failed"))
+                    .ok()
+            })
+            .collect(),
+        Err(err) => {
+            tracing::debug!(error = %err, "renewals failed");
+            vec![None; groups.len()]
         }
-        // Nothing renewed: the local deadlines run on, and the next tick marks expired holds
-        // lost (each guard also sees its own deadline pass).
-        return;
     };
+    let retry_at = Instant::now();
     let mut holds = shared.holds.lock().expect("watchdog lock");
-    for ((_, _, batch), reply) in groups.iter().zip(replies) {
-        let Value::Array(flags) = reply else { continue };
+    for ((_, lease, batch), reply) in groups.iter().zip(replies) {
+        let Some(Value::Array(flags)) = reply else {
+            let mut schedule = shared.schedule.lock().expect("watchdog lock");
+            if let Some(next) = schedule.get_mut(lease) {
+                *next = (*next).min(retry_at + (*lease / 12).max(Duration::from_millis(10)));
+            }
+            continue;
+        };
         for (pending, flag) in batch.iter().zip(flags) {
             let renewed = matches!(flag, Value::Int(1));
             let Some(entry) = holds.get_mut(&pending.key).filter(|e| e.id == pending.id) else {

@@ -11,21 +11,23 @@ macro_rules! with_prelude {
 }
 
 pub(crate) static ACQUIRE: LuaScript =
-    LuaScript::new("fair_acquire", with_prelude!("lua/acquire.lua"));
+    LuaScript::taking("fair_acquire", with_prelude!("lua/acquire.lua"));
 pub(crate) static RELEASE: LuaScript =
-    LuaScript::new("fair_release", with_prelude!("lua/release.lua"));
-pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::new(
+    LuaScript::freeing("fair_release", with_prelude!("lua/release.lua"));
+pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(
     "fair_release_if_count",
     with_prelude!("lua/release_if_count.lua"),
 );
 pub(crate) static FORCE_UNLOCK: LuaScript =
-    LuaScript::new("fair_force_unlock", with_prelude!("lua/force_unlock.lua"));
-pub(crate) static LEAVE: LuaScript = LuaScript::new("fair_leave", with_prelude!("lua/leave.lua"));
-pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::new(
+    LuaScript::freeing("fair_force_unlock", with_prelude!("lua/force_unlock.lua"));
+pub(crate) static LEAVE: LuaScript =
+    LuaScript::freeing("fair_leave", with_prelude!("lua/leave.lua"));
+pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::freeing(
     "fair_refresh_waiters",
     include_str!("lua/refresh_waiters.lua"),
 );
-pub(crate) static QUEUE: LuaScript = LuaScript::new("fair_queue", include_str!("lua/queue.lua"));
+pub(crate) static QUEUE: LuaScript =
+    LuaScript::freeing("fair_queue", include_str!("lua/queue.lua"));
 
 /// Every script of the fair lock, for [`Client::preload`](keylatch_core::Client::preload).
 pub static SCRIPTS: &[&LuaScript] = &[

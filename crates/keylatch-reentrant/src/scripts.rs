@@ -3,14 +3,14 @@
 use keylatch_core::{LuaScript, RENEW_HASH_HOLDS};
 
 pub(crate) static ACQUIRE: LuaScript =
-    LuaScript::new("reentrant_acquire", include_str!("lua/acquire.lua"));
+    LuaScript::taking("reentrant_acquire", include_str!("lua/acquire.lua"));
 pub(crate) static RELEASE: LuaScript =
-    LuaScript::new("reentrant_release", include_str!("lua/release.lua"));
-pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::new(
+    LuaScript::freeing("reentrant_release", include_str!("lua/release.lua"));
+pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(
     "reentrant_release_if_count",
     include_str!("lua/release_if_count.lua"),
 );
-pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::new(
+pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing(
     "reentrant_force_unlock",
     include_str!("lua/force_unlock.lua"),
 );

@@ -3,29 +3,29 @@
 use keylatch_core::LuaScript;
 
 pub(crate) static READ_ACQUIRE: LuaScript =
-    LuaScript::new("rwlock_read_acquire", include_str!("lua/read_acquire.lua"));
+    LuaScript::taking("rwlock_read_acquire", include_str!("lua/read_acquire.lua"));
 pub(crate) static READ_RELEASE: LuaScript =
-    LuaScript::new("rwlock_read_release", include_str!("lua/read_release.lua"));
+    LuaScript::freeing("rwlock_read_release", include_str!("lua/read_release.lua"));
 pub(crate) static READ_RENEW: LuaScript =
-    LuaScript::new("rwlock_read_renew", include_str!("lua/read_renew.lua"));
-pub(crate) static WRITE_ACQUIRE: LuaScript = LuaScript::new(
+    LuaScript::freeing("rwlock_read_renew", include_str!("lua/read_renew.lua"));
+pub(crate) static WRITE_ACQUIRE: LuaScript = LuaScript::taking(
     "rwlock_write_acquire",
     include_str!("lua/write_acquire.lua"),
 );
-pub(crate) static WRITE_RELEASE: LuaScript = LuaScript::new(
+pub(crate) static WRITE_RELEASE: LuaScript = LuaScript::freeing(
     "rwlock_write_release",
     include_str!("lua/write_release.lua"),
 );
 pub(crate) static WRITE_RENEW: LuaScript =
-    LuaScript::new("rwlock_write_renew", include_str!("lua/write_renew.lua"));
+    LuaScript::freeing("rwlock_write_renew", include_str!("lua/write_renew.lua"));
 pub(crate) static INTENT_RENEW: LuaScript =
-    LuaScript::new("rwlock_intent_renew", include_str!("lua/intent_renew.lua"));
-pub(crate) static INTENT_WITHDRAW: LuaScript = LuaScript::new(
+    LuaScript::freeing("rwlock_intent_renew", include_str!("lua/intent_renew.lua"));
+pub(crate) static INTENT_WITHDRAW: LuaScript = LuaScript::freeing(
     "rwlock_intent_withdraw",
     include_str!("lua/intent_withdraw.lua"),
 );
 pub(crate) static FORCE_UNLOCK: LuaScript =
-    LuaScript::new("rwlock_force_unlock", include_str!("lua/force_unlock.lua"));
+    LuaScript::freeing("rwlock_force_unlock", include_str!("lua/force_unlock.lua"));
 
 /// Every script of the read-write lock, for [`Client::preload`](keylatch_core::Client::preload).
 pub static SCRIPTS: &[&LuaScript] = &[

@@ -50,7 +50,7 @@ const MAX_ID_LEN: usize = 256;
 /// - **Lost replies**: permit ids are chosen before the request is sent, so an acquire whose
 ///   reply was lost (or whose future was dropped in flight) is undone by releasing those ids,
 ///   which is idempotent, and leaving a tombstone `{name}:req:<id>` for each (with the TTL of
-///   the request window, `3 × response_timeout + 1 s`), so that an acquire arriving after its
+///   the request window, `3 × response_timeout + 1 s`, at least 30 s), so that an acquire arriving after its
 ///   undo takes nothing. Only if the server cannot be reached for longer than that window after
 ///   a lost reply can a permit stay taken, and then only until its lease ends.
 ///

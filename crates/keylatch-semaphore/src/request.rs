@@ -147,7 +147,7 @@ pub(crate) fn with_keys(mut call: ScriptCall, keys: &[String]) -> ScriptCall {
 /// within a response timeout of being sent, or never; retries (and undos) are sent only while
 /// the first attempt's marker, written at the earliest when it was sent, is certain to exist.
 pub(crate) fn window(client: &Client) -> Duration {
-    client.config().response_timeout * 3 + Duration::from_secs(1)
+    client.settle_window()
 }
 
 /// Whether an error leaves the call's outcome unknown or means it was never sent: either way,
@@ -226,18 +226,25 @@ impl Settle {
         self.job = None;
     }
 
-    /// Runs the call now and waits; if that fails, it goes on in the background.
+    /// Runs the call now and waits, at most the client's release timeout; if that fails or
+    /// takes longer, it goes on in the background.
     pub(crate) async fn run_now(mut self) -> Result<Value> {
         let Some(job) = self.job.take() else {
             return Ok(Value::Nil);
         };
-        match run_idempotent(&job.client, &job.call, job.since).await {
-            Ok((value, _)) => Ok(value),
-            Err(err) => {
+        let limit = job.client.config().release_timeout;
+        let attempt = run_idempotent(&job.client, &job.call, job.since);
+        match tokio::time::timeout(limit, attempt).await {
+            Ok(Ok((value, _))) => Ok(value),
+            Ok(Err(err)) => {
                 if retriable(&err) {
                     drop(Settle { job: Some(job) });
                 }
                 Err(err)
+            }
+            Err(_) => {
+                drop(Settle { job: Some(job) });
+                Err(Error::Timeout { after: limit })
             }
         }
     }

@@ -38,7 +38,7 @@ use crate::semaphore_permit::SemaphorePermit;
 ///   is retried without applying twice, and an acquire whose reply was lost (or whose future
 ///   was dropped in flight) is undone: its permits are given back if it ran, and it takes
 ///   nothing if it arrives late. What stays unknown: if the server cannot be reached for
-///   longer than the *request window* (`3 × response_timeout + 1 s`, 16 s by default) after a
+///   longer than the *request window* (`3 × response_timeout + 1 s`, at least 30 s) after a
 ///   lost reply, the outcome stays unknown (a warning is logged): up to the permits of that one
 ///   call may be lost, never doubled.
 ///
