@@ -16,7 +16,8 @@ use crate::scripts::{FORCE_UNLOCK, QUEUE};
 use crate::waiter::{QueuedWaiter, parse_queue};
 
 /// How long a queued waiter keeps its place without being refreshed: the default of
-/// [`FairLock::with_waiter_timeout`] (Redisson's `threadWaitTime`).
+/// [`FairLock::with_waiter_timeout`] (keylatch's counterpart of Redisson's `threadWaitTime`,
+/// which keylatch leaves to Redisson's own waiters).
 pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The shortest waiter timeout accepted (the watchdog refreshes every third of it).
