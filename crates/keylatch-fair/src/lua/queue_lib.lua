@@ -36,6 +36,14 @@ local function position(list, id)
   return nil
 end
 
+-- Whether the queue may hold Redisson waiters: T has members that H lacks. (Every keylatch
+-- waiter in H is in T; one that Redisson's scripts dropped from T stays in H only until its
+-- deadline passes.) Without Redisson waiters nothing is chained and nobody is ahead, so the
+-- scripts skip reading the list.
+local function mixed(T, H)
+  return redis.call('zcard', T) > redis.call('zcard', H)
+end
+
 -- Moves by `delta` the scores of the Redisson waiters chained on the keylatch waiter list[i]
 -- (score `score`): those behind it, before the next keylatch waiter, scored above it.
 local function shift_chain(T, H, list, i, score, delta)
@@ -57,6 +65,20 @@ end
 -- `deadline` (now + `ttl` ms), and sets its score in T. Never puts an expiry on Q or T (it
 -- would drop Redisson waiters with them; an expiry left by an older keylatch is removed).
 local function place(Q, T, H, id, deadline, ttl)
+  redis.call('persist', Q)
+  redis.call('persist', T)
+  local keep = ttl + REDISSON_SLACK
+  if redis.call('pttl', H) < keep then
+    redis.call('pexpire', H, keep)
+  end
+  if not mixed(T, H) then
+    if redis.call('zadd', T, deadline + REDISSON_SLACK, id) == 1 then
+      redis.call('rpush', Q, id)
+    end
+    redis.call('zadd', H, deadline, id)
+    redis.call('pexpire', H, keep)
+    return
+  end
   local list = redis.call('lrange', Q, 0, -1)
   local i = position(list, id)
   local old = redis.call('zscore', T, id)
@@ -79,9 +101,6 @@ local function place(Q, T, H, id, deadline, ttl)
   end
   redis.call('zadd', T, score, id)
   redis.call('zadd', H, deadline, id)
-  redis.call('persist', Q)
-  redis.call('persist', T)
-  local keep = ttl + REDISSON_SLACK
   if redis.call('pttl', H) < keep then
     redis.call('pexpire', H, keep)
   end
@@ -91,18 +110,20 @@ end
 -- chained on the waiter ahead of it, or, when it was first, on the lock's expiry (`pttl` ms
 -- from `now`, the score Redisson gives a waiter joining an empty queue, less its wait).
 local function unqueue(Q, T, H, id, now, pttl)
-  local list = redis.call('lrange', Q, 0, -1)
-  local i = position(list, id)
-  local score = redis.call('zscore', T, id)
-  if i and score then
+  local score = mixed(T, H) and redis.call('zscore', T, id)
+  if score then
+    local list = redis.call('lrange', Q, 0, -1)
+    local i = position(list, id)
     score = tonumber(score)
-    local anchor = i > 1 and redis.call('zscore', T, list[i - 1])
+    local anchor = i and i > 1 and redis.call('zscore', T, list[i - 1])
     if anchor then
       anchor = tonumber(anchor)
     else
       anchor = now + math.max(pttl, 0)
     end
-    shift_chain(T, H, list, i, score, anchor - score)
+    if i then
+      shift_chain(T, H, list, i, score, anchor - score)
+    end
   end
   redis.call('zrem', T, id)
   redis.call('lrem', Q, 0, id)
