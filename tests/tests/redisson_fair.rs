@@ -299,52 +299,53 @@ async fn redisson_waiter_giving_up_costs_keylatch_waiters_nothing() {
     assert_eq!(order, vec![0, 1], "a keylatch waiter lost its place");
 }
 
-/// A keylatch waiter gives up ahead of two Redisson waiters, and the lock is released well
-/// after its waiter timeout: the Redisson waiters keep their places and are woken in turn.
+/// Keylatch waiters give up, each ahead of a Redisson waiter (arrivals: keylatch, Redisson,
+/// keylatch, Redisson), and the lock is released well after their waiter timeout: the Redisson
+/// waiters keep their places (chained anew on what was ahead of each leaver) and are woken in
+/// turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keylatch_waiter_giving_up_leaves_redisson_waiters_in_place() {
+async fn keylatch_waiters_giving_up_leave_redisson_waiters_in_place() {
     let server = server();
     let url = server.url();
     let client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
     let name = unique("keylatch-gives-up");
     let mut conn = raw(&server).await;
     let gate = Gate::new(K, &client, &url, &name).await;
-    let quitter = client
-        .fair_lock(&name)
-        .with_owner(Owner::unique())
-        .with_waiter_timeout(Duration::from_millis(300));
-    let quitting =
-        tokio::spawn(async move { quitter.try_lock_for(Duration::from_millis(400), None).await });
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let mut conn = conn.clone();
-            let name = name.clone();
-            async move { queue_len(&mut conn, &name).await == 1 }
-        })
-        .await
-    );
     let order = Arc::new(Mutex::new(Vec::new()));
+    let mut quitters = Vec::new();
     let mut tasks = Vec::new();
-    for i in 0..2 {
-        let mut thread = RedissonFairThread::new(&url, &name).await;
-        let order = order.clone();
-        tasks.push(tokio::spawn(async move {
-            let woken = thread.lock(WATCHDOG_LEASE).await;
-            order.lock().unwrap().push(i);
-            assert_eq!(thread.unlock().await, Some(true));
-            woken
-        }));
+    for i in 0..4 {
+        if i % 2 == 0 {
+            let quitter = client
+                .fair_lock(&name)
+                .with_owner(Owner::unique())
+                .with_waiter_timeout(Duration::from_millis(300));
+            quitters.push(tokio::spawn(async move {
+                quitter.try_lock_for(Duration::from_millis(600), None).await
+            }));
+        } else {
+            let mut thread = RedissonFairThread::new(&url, &name).await;
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let woken = thread.lock(WATCHDOG_LEASE).await;
+                order.lock().unwrap().push(i / 2);
+                assert_eq!(thread.unlock().await, Some(true));
+                woken
+            }));
+        }
         assert!(
             eventually(Duration::from_secs(5), || {
                 let mut conn = conn.clone();
                 let name = name.clone();
-                async move { queue_len(&mut conn, &name).await == i + 2 }
+                async move { queue_len(&mut conn, &name).await == i + 1 }
             })
             .await
         );
     }
-    assert!(quitting.await.unwrap().unwrap().is_none(), "it gave up");
-    // Well past the waiter timeout of the one that left.
+    for quitting in quitters {
+        assert!(quitting.await.unwrap().unwrap().is_none(), "it gave up");
+    }
+    // Well past the waiter timeout of those that left.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let listed: usize = queue_len(&mut conn, &name).await;
     assert_eq!(listed, 2, "a Redisson waiter's place vanished");
@@ -360,7 +361,8 @@ async fn keylatch_waiter_giving_up_leaves_redisson_waiters_in_place() {
     }
     let order = order.lock().unwrap().clone();
     println!(
-        "Redisson waiters behind a keylatch waiter that gave up: order {order:?}, last waits ended by {woken_by:?}"
+        "Redisson waiters behind keylatch waiters that gave up: order {order:?}, last waits \
+         ended by {woken_by:?}"
     );
     assert_eq!(order, vec![0, 1]);
     assert_eq!(woken_by, vec![WokenBy::Message, WokenBy::Message]);
