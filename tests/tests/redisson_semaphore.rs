@@ -175,3 +175,39 @@ async fn ids_that_cannot_be_permits_are_unknown_and_change_nothing() {
     assert_eq!(keyspace(&mut conn).await, before);
     permit.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_redisson_permit_without_lease_makes_keylatch_wait_until_released() {
+    let server = server();
+    let client = client(&server).await;
+    let name = unique("sem-no-lease");
+    let semaphore = client.permit_expirable_semaphore(&name);
+    let mut redisson = RedissonPermitSemaphore::new(&server.url(), &name).await;
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let id = redisson
+        .try_acquire(1, None)
+        .await
+        .expect("Redisson acquires")
+        .remove(0);
+    assert_eq!(redisson.lease_time(&id).await, -1, "no lease");
+    // The earliest lease end is Redisson's score for "never": keylatch waits, bounded.
+    let waited = semaphore
+        .try_acquire_for(Duration::from_millis(200), Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(waited.is_none());
+    let waiting = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire_with_lease(Duration::from_secs(5)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(redisson.try_release(&id).await);
+    let permit = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken by Redisson's release")
+        .unwrap()
+        .unwrap();
+    let left = redisson.lease_time(permit.id()).await;
+    assert!(left > 0 && left <= 5_000, "{left}");
+    permit.release().await.unwrap();
+}
