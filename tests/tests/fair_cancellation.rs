@@ -42,6 +42,7 @@ async fn assert_clean(
         name.to_owned(),
         format!("redisson_lock_queue:{{{name}}}"),
         format!("redisson_lock_timeout:{{{name}}}"),
+        format!("{{{name}}}:keylatch_waiters"),
     ] {
         let exists: bool = conn.exists(&key).await.unwrap();
         let left: Vec<String> = conn.lrange(&key, 0, 4).await.unwrap_or_default();

@@ -34,6 +34,7 @@ async fn eight_tasks_on_two_clients_never_overlap() {
         name.clone(),
         format!("redisson_lock_queue:{{{name}}}"),
         format!("redisson_lock_timeout:{{{name}}}"),
+        format!("{{{name}}}:keylatch_waiters"),
     ] {
         let exists: bool = conn.exists(&key).await.expect("exists");
         assert!(!exists, "{key} remains after the last unlock");

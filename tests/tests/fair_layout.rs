@@ -21,6 +21,10 @@ fn timeout_key(name: &str) -> String {
     format!("redisson_lock_timeout:{{{name}}}")
 }
 
+fn waiters_key(name: &str) -> String {
+    format!("{{{name}}}:keylatch_waiters")
+}
+
 fn spawn_lock(lock: &FairLock) -> JoinHandle<keylatch::Result<LockGuard>> {
     let lock = lock.clone();
     tokio::spawn(async move { lock.lock().await })
@@ -72,17 +76,25 @@ async fn queue_zset_channels_and_messages_match_redisson() {
     assert_eq!(listed, vec![first_id.clone(), second_id.clone()]);
     let now = server_ms(&mut conn).await;
     for id in [&first_id, &second_id] {
-        let deadline: f64 = conn.zscore(timeout_key(&name), id).await.unwrap();
+        // The liveness deadline is keylatch's own; Redisson's zset gets the deadline plus the
+        // slack Redisson's scripts see (60 s, no Redisson waiter ahead).
+        let deadline: f64 = conn.zscore(waiters_key(&name), id).await.unwrap();
         let left = deadline as i64 - now;
         assert!(
             (1_000..=2_000).contains(&left),
             "deadline {left} ms ahead of the server clock"
         );
+        let score: f64 = conn.zscore(timeout_key(&name), id).await.unwrap();
+        assert_eq!(score - deadline, 60_000.0, "Redisson's score of {id}");
     }
+    // Redisson's keys never expire (a Redisson waiter's place would go with them); keylatch's
+    // deadline zset outlives its latest deadline by the slack.
     for key in [queue_key(&name), timeout_key(&name)] {
         let ttl: i64 = conn.pttl(&key).await.unwrap();
-        assert!((1..=2_000).contains(&ttl), "{key}: pttl {ttl}");
+        assert_eq!(ttl, -1, "{key}: pttl {ttl}");
     }
+    let ttl: i64 = conn.pttl(waiters_key(&name)).await.unwrap();
+    assert!((60_000..=62_000).contains(&ttl), "pttl {ttl}");
     let listed = first.queue().await.unwrap();
     assert_eq!(listed.len(), 2);
     assert!(
@@ -132,7 +144,12 @@ async fn queue_zset_channels_and_messages_match_redisson() {
             .is_err(),
         "a message with nobody queued"
     );
-    for key in [name.clone(), queue_key(&name), timeout_key(&name)] {
+    for key in [
+        name.clone(),
+        queue_key(&name),
+        timeout_key(&name),
+        waiters_key(&name),
+    ] {
         let exists: bool = conn.exists(&key).await.unwrap();
         assert!(!exists, "{key} left behind");
     }

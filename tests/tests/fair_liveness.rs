@@ -113,6 +113,7 @@ async fn killed_waiter_process_is_evicted_and_the_queue_moves_on_in_order() {
         name.clone(),
         format!("redisson_lock_queue:{{{name}}}"),
         format!("redisson_lock_timeout:{{{name}}}"),
+        format!("{{{name}}}:keylatch_waiters"),
     ] {
         let exists: bool = conn.exists(&key).await.unwrap();
         assert!(!exists, "{key} left behind");

@@ -189,7 +189,11 @@ async fn bad_input_is_refused_and_redis_is_untouched() {
         let x = client.permit_expirable_semaphore(key);
         wrong(x.try_acquire().await.map(|_| ()).unwrap_err());
         wrong(x.available_permits().await.unwrap_err());
-        wrong(x.try_release("id").await.unwrap_err());
+        wrong(
+            x.try_release("0123456789abcdef0123456789abcdef")
+                .await
+                .unwrap_err(),
+        );
         wrong(x.add_permits(1).await.unwrap_err());
     }
     let x = client.permit_expirable_semaphore(&bad_zset);

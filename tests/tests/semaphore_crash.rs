@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
+use keylatch_tests::redisson::hex_bytes;
 use keylatch_tests::{TakeUnguarded, client, raw, server, spawn_reporting, unique};
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
@@ -45,7 +46,11 @@ async fn killed_holder_permit_returns_within_its_lease_plus_one_second() {
     tokio::time::sleep(WATCHDOG + Duration::from_millis(500)).await;
     assert_eq!(semaphore.acquired_permits().await.unwrap(), 1);
     let mut conn = raw(&server).await;
-    let score: Option<f64> = conn.zscore(semaphore.timeout_key(), &id).await.unwrap();
+    // Stored as Redisson stores an id: the bytes its hex form stands for.
+    let score: Option<f64> = conn
+        .zscore(semaphore.timeout_key(), hex_bytes(&id))
+        .await
+        .unwrap();
     assert!(score.is_some(), "the live holder's permit expired");
     // The only other permit is taken here, so a waiter needs the holder's.
     let mine = semaphore.acquire().await.unwrap();
@@ -62,7 +67,10 @@ async fn killed_holder_permit_returns_within_its_lease_plus_one_second() {
     );
     let waiter = waiter.expect("the permit did not return within the lease + 1 s");
     assert_ne!(waiter.id(), id);
-    let score: Option<f64> = conn.zscore(semaphore.timeout_key(), &id).await.unwrap();
+    let score: Option<f64> = conn
+        .zscore(semaphore.timeout_key(), hex_bytes(&id))
+        .await
+        .unwrap();
     assert!(score.is_none(), "the dead holder's id is still in the zset");
     waiter.release().await.unwrap();
     mine.release().await.unwrap();

@@ -8,6 +8,14 @@ use serde_json::{Value, json};
 use crate::cli::InspectArgs;
 use crate::failure::Failure;
 
+/// The score Redisson gives a permit acquired without a lease (its `nonExpirableTimeout`).
+const NO_LEASE_SCORE: f64 = 922_337_203_685_477.0;
+
+/// Lower-case hex of a permit id's bytes: the form both Redisson's and keylatch's APIs use.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Prints what holds `args.name`.
 pub async fn inspect(url: &str, args: InspectArgs) -> Result<(), Failure> {
     validate_name(&args.name)?;
@@ -69,6 +77,7 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
     }
     let queue_key = prefixed("redisson_lock_queue", name);
     let timeout_key = prefixed("redisson_lock_timeout", name);
+    let waiters_key = suffixed(name, "keylatch_waiters");
     let queue: Vec<String> = if key_type(conn, &queue_key).await? == "list" {
         conn.lrange(&queue_key, 0, -1).await.map_err(redis_err)?
     } else {
@@ -120,30 +129,35 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
             let available: Option<String> = conn.get(name).await.map_err(redis_err)?;
             let available = available.and_then(|v| v.parse::<i64>().ok());
             let permits_key = suffixed(name, "timeout");
-            let total_key = suffixed(name, "permits");
             report["available_permits"] = json!(available);
-            let total: Option<String> = if key_type(conn, &total_key).await? == "string" {
-                conn.get(&total_key).await.map_err(redis_err)?
-            } else {
-                None
-            };
-            // The expirable semaphore keeps its total in `{name}:permits`, and the permits
-            // handed out (while any are) in the `{name}:timeout` zset.
-            if total.is_some() || key_type(conn, &permits_key).await? == "zset" {
+            // The expirable semaphore keeps the permits handed out (while any are) in the
+            // `{name}:timeout` zset: each id as the bytes its hex form stands for (Redisson's
+            // layout), scored by its lease end; its total is available + held.
+            if key_type(conn, &permits_key).await? == "zset" {
                 report["primitive"] = json!("permit_expirable_semaphore");
-                report["total_permits"] = json!(total.and_then(|t| t.parse::<i64>().ok()));
-                let permits: Vec<(String, i64)> = conn
+                let permits: Vec<(Vec<u8>, f64)> = conn
                     .zrange_withscores(&permits_key, 0, -1)
                     .await
                     .map_err(redis_err)?;
+                report["total_permits"] =
+                    json!(available.map(|a| a + i64::try_from(permits.len()).unwrap_or(0)));
                 report["permits"] = json!(
                     permits
                         .iter()
-                        .map(|(id, expiry)| json!({ "id": id, "expires_in_ms": expiry - now }))
+                        .map(|(id, expiry)| {
+                            // Redisson's score for a permit without a lease.
+                            let expires_in =
+                                (*expiry < NO_LEASE_SCORE).then(|| *expiry as i64 - now);
+                            json!({ "id": hex(id), "expires_in_ms": expires_in })
+                        })
                         .collect::<Vec<_>>()
                 );
             } else {
+                // Without held permits a permit-expirable semaphore is Redisson's plain
+                // semaphore layout too: one integer string.
                 report["primitive"] = json!("semaphore");
+                report["note"] =
+                    json!("a permit-expirable semaphore with no permit held looks the same");
             }
         }
         "none" => {
@@ -158,8 +172,21 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
     if !queue.is_empty() {
         let mut waiters = Vec::new();
         for id in &queue {
-            let deadline: Option<i64> = conn.zscore(&timeout_key, id).await.map_err(redis_err)?;
-            waiters.push(json!({ "waiter": id, "deadline_in_ms": deadline.map(|d| d - now) }));
+            // A keylatch waiter's liveness deadline is in its own zset; a Redisson waiter's is
+            // its score in Redisson's.
+            let beat: Option<f64> = conn.zscore(&waiters_key, id).await.map_err(redis_err)?;
+            let (client, deadline) = match beat {
+                Some(beat) => ("keylatch", Some(beat)),
+                None => (
+                    "redisson",
+                    conn.zscore(&timeout_key, id).await.map_err(redis_err)?,
+                ),
+            };
+            waiters.push(json!({
+                "waiter": id,
+                "client": client,
+                "deadline_in_ms": deadline.map(|d: f64| d as i64 - now),
+            }));
         }
         report["queue"] = json!(waiters);
     }
@@ -224,12 +251,20 @@ fn print_text(report: &Value) {
             if let Some(total) = report["total_permits"].as_i64() {
                 println!("  total permits: {total}");
             }
+            if let Some(note) = report["note"].as_str() {
+                println!("  ({note})");
+            }
             for permit in report["permits"].as_array().into_iter().flatten() {
-                println!(
-                    "  permit {} expires in {} ms",
-                    permit["id"].as_str().unwrap_or(""),
-                    permit["expires_in_ms"]
-                );
+                match permit["expires_in_ms"].as_i64() {
+                    Some(ms) => println!(
+                        "  permit {} expires in {ms} ms",
+                        permit["id"].as_str().unwrap_or("")
+                    ),
+                    None => println!(
+                        "  permit {} has no lease",
+                        permit["id"].as_str().unwrap_or("")
+                    ),
+                }
             }
         }
         other => println!(
@@ -241,9 +276,10 @@ fn print_text(report: &Value) {
         println!("  queue ({} waiting):", queue.len());
         for (i, waiter) in queue.iter().enumerate() {
             println!(
-                "    {}. {} (deadline in {} ms)",
+                "    {}. {} ({}, deadline in {} ms)",
                 i + 1,
                 waiter["waiter"].as_str().unwrap_or(""),
+                waiter["client"].as_str().unwrap_or(""),
                 waiter["deadline_in_ms"]
             );
         }

@@ -40,3 +40,46 @@ fn inspect_reports_plain_semaphore_permits() {
     assert_eq!(report["available_permits"], 5);
     assert!(report.get("permits").is_none());
 }
+
+#[test]
+fn inspect_shows_redisson_permit_ids_in_hex_with_their_leases() {
+    let server = server();
+    // What Redisson's RPermitExpirableSemaphore leaves: the available count, and each permit
+    // id in `{name}:timeout` as the 16 raw bytes of its hex form, scored by its lease end on
+    // the client's clock (or 922337203685477 for a permit without a lease).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let leased = "00ff10e0c3a4b5d6e7f8091a2b3c4d5e";
+    let unleased = "9f8e7d6c5b4a39281706f5e4d3c2b1a0";
+    let add_raw = "local id = string.gsub(ARGV[2], '..', function(p) \
+                   return string.char(tonumber(p, 16)) end) \
+                   return redis.call('zadd', KEYS[1], ARGV[1], id)";
+    assert_eq!(server.cli(&["SET", "cli-redisson-sem", "3"]).unwrap(), "OK");
+    let until = (now + 60_000).to_string();
+    for (score, id) in [(until.as_str(), leased), ("922337203685477", unleased)] {
+        let added = server
+            .cli(&[
+                "EVAL",
+                add_raw,
+                "1",
+                "{cli-redisson-sem}:timeout",
+                score,
+                id,
+            ])
+            .unwrap();
+        assert_eq!(added.trim(), "1");
+    }
+    let report = inspect(&server, "cli-redisson-sem");
+    assert_eq!(report["primitive"], "permit_expirable_semaphore");
+    assert_eq!(report["available_permits"], 3);
+    assert_eq!(report["total_permits"], 5);
+    let permits = report["permits"].as_array().unwrap();
+    assert_eq!(permits.len(), 2, "{report}");
+    assert_eq!(permits[0]["id"], leased);
+    let left = permits[0]["expires_in_ms"].as_i64().unwrap();
+    assert!(left > 0 && left <= 60_000, "{left}");
+    assert_eq!(permits[1]["id"], unleased);
+    assert!(permits[1]["expires_in_ms"].is_null(), "{report}");
+}

@@ -107,8 +107,9 @@ fn semaphore_caps_concurrent_commands() {
     assert!(slots.len() > 1, "never more than one at a time: {slots:?}");
     let after = inspect(&server, "cli-sem");
     assert_eq!(after["available_permits"], 3, "permits not all returned");
-    assert_eq!(after["total_permits"], 3);
-    assert_eq!(after["primitive"], "permit_expirable_semaphore");
+    // With no permit held, Redisson's layout of a permit-expirable semaphore is the plain
+    // semaphore's: one integer string (the total is available + held).
+    assert_eq!(after["primitive"], "semaphore");
 }
 
 /// `--read` commands share; `--write` excludes them.

@@ -2,16 +2,18 @@
 
 use std::sync::Arc;
 
-use keylatch_core::{LuaScript, ScriptCall, prefixed};
+use keylatch_core::{LuaScript, ScriptCall, prefixed, suffixed};
 
-/// Redisson's names for one fair lock: the hash `name`, the queue list, the deadline zset,
-/// the wake-up channel prefix and the (opt-in) fencing counter.
+/// The names of one fair lock: Redisson's hash `name`, queue list, score zset and wake-up
+/// channel prefix; keylatch's waiter deadline zset; the (opt-in) fencing counter.
 #[derive(Debug)]
 pub(crate) struct Keys {
     pub(crate) name: Arc<str>,
     pub(crate) queue: String,
     pub(crate) timeouts: String,
     pub(crate) channel: String,
+    /// keylatch waiters' liveness deadlines, `{name}:keylatch_waiters` (Redisson never reads it).
+    pub(crate) waiters: String,
     pub(crate) token: String,
 }
 
@@ -22,11 +24,12 @@ impl Keys {
             queue: prefixed("redisson_lock_queue", name),
             timeouts: prefixed("redisson_lock_timeout", name),
             channel: prefixed("redisson_lock__channel", name),
+            waiters: suffixed(name, "keylatch_waiters"),
             token: prefixed("redisson_lock_token", name),
         }
     }
 
-    /// A call of `script` with the four keys every queue script takes (see `lua/prelude.lua`).
+    /// A call of `script` with the five keys every queue script takes (see `lua/prelude.lua`).
     pub(crate) fn call(&self, script: &'static LuaScript) -> ScriptCall {
         script
             .call()
@@ -34,6 +37,7 @@ impl Keys {
             .key(self.queue.as_str())
             .key(self.timeouts.as_str())
             .key(self.channel.as_str())
+            .key(self.waiters.as_str())
     }
 
     /// The wake-up channel of one waiter: `redisson_lock__channel:{name}:<waiter-id>`.

@@ -15,7 +15,8 @@ use crate::scripts::{FORCE_UNLOCK, QUEUE};
 use crate::waiter::{QueuedWaiter, parse_queue};
 
 /// How long a queued waiter keeps its place without being refreshed: the default of
-/// [`FairLock::with_waiter_timeout`] (Redisson's `threadWaitTime`).
+/// [`FairLock::with_waiter_timeout`] (keylatch's counterpart of Redisson's `threadWaitTime`,
+/// which keylatch leaves to Redisson's own waiters).
 pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The shortest waiter timeout accepted (the watchdog refreshes every third of it).
@@ -47,11 +48,17 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 /// - **Fencing** (opt-in, [`with_fencing`](FairLock::with_fencing)): each acquisition gets a
 ///   token that strictly increases per name.
 ///
+/// - **Redisson waiters** (`RFairLock`) share the queue: the lock goes in arrival order across
+///   both, and each side's waiters keep their place under the other's score arithmetic.
+///
 /// Layout (Redisson's): hash `name`, field `<client-uuid>:<owner-number>` → hold count, with
 /// PEXPIRE = lease; list `redisson_lock_queue:{name}` (waiter ids, first in front); zset
-/// `redisson_lock_timeout:{name}` (waiter id → deadline, ms since the epoch on the server's
-/// clock); a waiter is woken on `redisson_lock__channel:{name}:<waiter-id>` with message `0`.
-/// The list and zset expire once every waiter in them would have.
+/// `redisson_lock_timeout:{name}` (waiter id → Redisson's score; a keylatch waiter's lies
+/// beyond the reach of Redisson's arithmetic while it lives); a waiter is woken on
+/// `redisson_lock__channel:{name}:<waiter-id>` with message `0`. keylatch's own: zset
+/// `{name}:keylatch_waiters` (keylatch waiter id → liveness deadline, ms since the epoch on
+/// the server's clock), which expires once every keylatch waiter in it would have. The list
+/// and Redisson's zset never get an expiry (a Redisson waiter's place would go with them).
 ///
 /// ```no_run
 /// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
@@ -137,7 +144,8 @@ impl FairLock {
         &self.keys.queue
     }
 
-    /// The deadline zset, `redisson_lock_timeout:{name}`.
+    /// Redisson's score zset, `redisson_lock_timeout:{name}` (keylatch waiters' liveness
+    /// deadlines are in `{name}:keylatch_waiters`).
     pub fn timeout_key(&self) -> &str {
         &self.keys.timeouts
     }
@@ -304,7 +312,8 @@ impl FairLock {
         let call = QUEUE
             .call()
             .key(self.keys.queue.as_str())
-            .key(self.keys.timeouts.as_str());
+            .key(self.keys.timeouts.as_str())
+            .key(self.keys.waiters.as_str());
         parse_queue(self.client.eval_value(&call).await?)
     }
 }

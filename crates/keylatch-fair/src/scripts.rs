@@ -1,12 +1,17 @@
 //! The fair lock's scripts, one static each. The scripts that change the queue share a
-//! prelude (`lua/prelude.lua`: the server clock, type checks, eviction of dead waiters, waking
-//! one waiter), prepended at compile time.
+//! prelude (`lua/queue_lib.lua`: how keylatch waiters sit in Redisson's queue; `lua/prelude.lua`:
+//! the server clock, type checks, eviction of dead waiters, waking one waiter), prepended at
+//! compile time; the watchdog's refresh shares `lua/queue_lib.lua`.
 
 use keylatch_core::{LuaScript, RENEW_HASH_HOLDS};
 
 macro_rules! with_prelude {
     ($file:literal) => {
-        concat!(include_str!("lua/prelude.lua"), include_str!($file))
+        concat!(
+            include_str!("lua/queue_lib.lua"),
+            include_str!("lua/prelude.lua"),
+            include_str!($file)
+        )
     };
 }
 
@@ -24,7 +29,10 @@ pub(crate) static LEAVE: LuaScript =
     LuaScript::freeing("fair_leave", with_prelude!("lua/leave.lua"));
 pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::freeing(
     "fair_refresh_waiters",
-    include_str!("lua/refresh_waiters.lua"),
+    concat!(
+        include_str!("lua/queue_lib.lua"),
+        include_str!("lua/refresh_waiters.lua")
+    ),
 );
 pub(crate) static QUEUE: LuaScript =
     LuaScript::freeing("fair_queue", include_str!("lua/queue.lua"));

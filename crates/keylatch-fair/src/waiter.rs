@@ -16,7 +16,9 @@ pub struct QueuedWaiter {
     /// The waiter id: the owner id it waits for, `<client-uuid>:<owner-number>` (a Redisson
     /// waiter shows its `<client-uuid>:<thread-id>`).
     pub id: String,
-    /// When the waiter is evicted unless it is refreshed first, on the server's clock.
+    /// When the waiter is evicted unless it is refreshed first, on the server's clock (for a
+    /// Redisson waiter: its score in Redisson's zset, which Redisson judges at the head by its
+    /// own clock).
     pub deadline: SystemTime,
     /// How long until then, from the server's clock when the queue was read; zero for a
     /// waiter already past its deadline (dead, not evicted yet).

@@ -25,6 +25,16 @@ use crate::semaphore::{unexpected, wake_mode};
 /// The longest permit id accepted; longer ids are unknown by construction.
 const MAX_ID_LEN: usize = 256;
 
+/// Whether `id` can name a permit: hex digits (either case), an even number of them, as
+/// Redisson's ids. The scripts store the bytes they stand for; any other id is unknown by
+/// construction and never sent.
+fn is_permit_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id.len().is_multiple_of(2)
+        && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A counting semaphore whose permits have ids and leases, compatible with Redisson's
 /// `RPermitExpirableSemaphore`: a crashed holder's permits come back when their leases end.
 ///
@@ -39,10 +49,14 @@ const MAX_ID_LEN: usize = 256;
 ///   permits come back, within the watchdog timeout. With a lease it ends after the lease,
 ///   renewed by no one. Lease ends are measured by the server's clock, and every script but
 ///   the watchdog's renewal reclaims the permits whose lease ended before doing anything else.
-/// - **Total**: the semaphore stores its total ([`permits`](PermitExpirableSemaphore::permits)),
-///   set by [`try_set_permits`](PermitExpirableSemaphore::try_set_permits) and changed by
-///   [`add_permits`](PermitExpirableSemaphore::add_permits), so asking for more permits than
-///   it has in all fails at once with [`Error::InvalidPermits`].
+/// - **Total**: available + held, as Redisson counts it
+///   ([`permits`](PermitExpirableSemaphore::permits)); set by
+///   [`try_set_permits`](PermitExpirableSemaphore::try_set_permits) and changed by
+///   [`add_permits`](PermitExpirableSemaphore::add_permits) (or by Redisson's `setPermits` and
+///   `addPermits`), so asking for more permits than it has in all fails at once with
+///   [`Error::InvalidPermits`].
+/// - **Ids**: 32 hex digits, Redisson's form; the timeout zset holds the 16 bytes they stand
+///   for, as Redisson's does, so either side can release, renew or query the other's permits.
 /// - **Fairness**: none; waiters are woken through pub/sub (every waiter re-checks) and when
 ///   the earliest lease ends. **Reentrancy**: none; each acquire takes new permits.
 /// - **Not set up yet**: acquiring from a semaphore that has no count and no total waits
@@ -54,10 +68,9 @@ const MAX_ID_LEN: usize = 256;
 ///   undo takes nothing. Only if the server cannot be reached for longer than that window after
 ///   a lost reply can a permit stay taken, and then only until its lease ends.
 ///
-/// Layout: string `name` = available permits (no TTL); zset `{name}:timeout`, permit id →
-/// lease end in ms of the server clock (no TTL, emptied as permits are released or reclaimed);
-/// string `{name}:permits` = the configured total (no TTL; keylatch's addition); channel
-/// `redisson_sc:{name}`, message = the new available count.
+/// Layout (Redisson's): string `name` = available permits (no TTL); zset `{name}:timeout`,
+/// permit id (its 16 bytes) → lease end in ms of the server clock (no TTL, emptied as permits
+/// are released or reclaimed); channel `redisson_sc:{name}`, message = the new available count.
 ///
 /// ```no_run
 /// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
@@ -136,7 +149,10 @@ impl PermitExpirableSemaphore {
         &self.shared.timeout_key
     }
 
-    /// The key of the configured total, `{name}:permits`.
+    /// `{name}:permits`, where keylatch versions before Redisson's layout kept the total. It
+    /// is no longer read (the total is available + held, as Redisson counts it);
+    /// [`try_set_permits`](PermitExpirableSemaphore::try_set_permits) and
+    /// [`add_permits`](PermitExpirableSemaphore::add_permits) delete it.
     pub fn total_key(&self) -> &str {
         &self.shared.total_key
     }
@@ -220,8 +236,8 @@ impl PermitExpirableSemaphore {
         Ok(self.counts().await?.1)
     }
 
-    /// The configured total; `None` when the semaphore was never set up. A semaphore made by
-    /// a client that does not store the total (Redisson) reports available + acquired.
+    /// The total: available + acquired (after reclaiming expired permits), as Redisson's
+    /// `getPermits` counts it; `None` when the semaphore was never set up.
     ///
     /// # Errors
     /// As [`available_permits`](PermitExpirableSemaphore::available_permits).
@@ -462,7 +478,7 @@ impl PermitExpirableSemaphore {
     /// background); releasing an id twice releases it once.
     pub async fn try_release(&self, id: &str) -> Result<bool> {
         self.shared.client.validate_name(self.name())?;
-        if id.is_empty() || id.len() > MAX_ID_LEN {
+        if !is_permit_id(id) {
             return Ok(false);
         }
         let call = self.shared.release_call(&[id]);
@@ -497,11 +513,7 @@ impl PermitExpirableSemaphore {
                 reason: "at most 1000 permits per call",
             });
         }
-        let ids: Vec<&str> = ids
-            .iter()
-            .copied()
-            .filter(|id| !id.is_empty() && id.len() <= MAX_ID_LEN)
-            .collect();
+        let ids: Vec<&str> = ids.iter().copied().filter(|id| is_permit_id(id)).collect();
         if ids.is_empty() {
             return Ok(0);
         }
@@ -526,7 +538,7 @@ impl PermitExpirableSemaphore {
     /// Cancel safe (a read; the reclaim it may do is atomic and needed anyway).
     pub async fn remaining_lease(&self, id: &str) -> Result<Option<Duration>> {
         self.shared.client.validate_name(self.name())?;
-        if id.is_empty() || id.len() > MAX_ID_LEN {
+        if !is_permit_id(id) {
             return Ok(None);
         }
         let call = EXP_LEASE
@@ -558,7 +570,7 @@ impl PermitExpirableSemaphore {
     pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<()> {
         self.shared.client.validate_name(self.name())?;
         validate_lease(lease)?;
-        if id.is_empty() || id.len() > MAX_ID_LEN {
+        if !is_permit_id(id) {
             return Err(self.unknown(id));
         }
         let call = EXP_UPDATE

@@ -1,5 +1,5 @@
 -- keylatch fair lock: acquire, re-enter, or take (or keep) a place in the queue.
--- KEYS[5] the fencing counter
+-- KEYS[6] the fencing counter
 -- ARGV[1] lease in ms, ARGV[2] owner id (also the waiter id), ARGV[3] waiter timeout in ms,
 -- ARGV[4] '1' to issue a fencing token, ARGV[5] '1' to join the queue when refused
 -- ('0': try once, never queue)
@@ -11,7 +11,7 @@ local id = ARGV[2]
 local function grant()
   local token = false
   if ARGV[4] == '1' then
-    token = redis.call('incr', KEYS[5])
+    token = redis.call('incr', KEYS[6])
   end
   redis.call('hincrby', KEYS[1], id, 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
@@ -23,10 +23,11 @@ end
 
 if redis.call('hexists', KEYS[1], id) == 1 then
   -- Re-entry. (A queue entry of the same owner, from a concurrent wait, goes.)
-  if redis.call('zrem', KEYS[3], id) == 1 then
-    redis.call('lrem', KEYS[2], 0, id)
+  local granted = grant()
+  if redis.call('zscore', KEYS[3], id) then
+    leave_queue(id)
   end
-  return grant()
+  return granted
 end
 local pttl = redis.call('pttl', KEYS[1])
 if pttl == -1 then
@@ -36,11 +37,12 @@ end
 local head, head_deadline = evict(false)
 local free = pttl == -2
 if free and (not head or head == id) then
+  local granted = grant()
   if head == id then
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], id)
+    -- The Redisson waiters chained on this one are chained on the new hold's expiry.
+    leave_queue(id)
   end
-  return grant()
+  return granted
 end
 if head and head ~= before and head ~= id then
   -- Evictions made someone else head: it need not wait for its own timer.
@@ -50,16 +52,7 @@ end
 if ARGV[5] == '1' then
   local ttl = tonumber(ARGV[3])
   local deadline = now + ttl
-  if redis.call('zadd', KEYS[3], deadline, id) == 1 then
-    redis.call('rpush', KEYS[2], id)
-  end
-  -- Both keys live at least as long as this waiter's deadline.
-  for _, key in ipairs({KEYS[2], KEYS[3]}) do
-    local current = redis.call('pttl', key)
-    if current ~= -2 and current < ttl then
-      redis.call('pexpire', key, ttl)
-    end
-  end
+  place(KEYS[2], KEYS[3], KEYS[5], id, deadline, ttl)
   if not head then
     head = id
   elseif head == id then

@@ -1,10 +1,11 @@
 -- keylatch permit-expirable semaphore: take permits, each under its own id and lease.
 -- KEYS[1] the available count, KEYS[2] the timeout zset (permit id -> expiry, ms of the
--- server clock), KEYS[3] the wake-up channel, KEYS[4] the configured total, KEYS[5..] one
--- tombstone key per id ({name}:req:<id>, written by the undo of a request whose reply was lost)
--- ARGV[1] the lease in ms, ARGV[2..] one new permit id per permit wanted
+-- server clock), KEYS[3] the wake-up channel, KEYS[4] the total of older keylatch versions
+-- (not read), KEYS[5..] one tombstone key per id ({name}:req:<id>, written by the undo of a
+-- request whose reply was lost)
+-- ARGV[1] the lease in ms, ARGV[2..] one new permit id per permit wanted (hex; stored as bytes)
 -- Returns nil when acquired (Redisson's convention); -2 when more permits are wanted than the
--- semaphore has in all (nothing changed); otherwise the ms until the earliest lease ends, or
+-- semaphore has in all, available + held as Redisson counts it (nothing changed); otherwise the ms until the earliest lease ends, or
 -- -1 when no lease is running (also, changing nothing, when this request was already undone).
 -- Expired permits are reclaimed first.
 for i = 5, #KEYS do
@@ -17,23 +18,14 @@ if not available then
   return redis.error_reply(NOT_A_COUNT)
 end
 local wanted = #ARGV - 1
-local total = redis.call('get', KEYS[4])
-if total then
-  total = integer(total)
-  if not total then
-    return redis.error_reply(NOT_A_TOTAL)
-  end
-elseif value then
-  total = available + redis.call('zcard', KEYS[2])
-end
-if total and wanted > total then
+if value and wanted > available + redis.call('zcard', KEYS[2]) then
   return -2
 end
 if available >= wanted then
   redis.call('decrby', KEYS[1], wanted)
   local expiry = now + tonumber(ARGV[1])
   for i = 2, #ARGV do
-    redis.call('zadd', KEYS[2], expiry, ARGV[i])
+    redis.call('zadd', KEYS[2], expiry, raw_id(ARGV[i]))
   end
   return nil
 end

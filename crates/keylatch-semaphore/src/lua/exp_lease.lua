@@ -7,7 +7,7 @@ local _, available, now = reclaim()
 if not available then
   return redis.error_reply(NOT_A_COUNT)
 end
-local expiry = redis.call('zscore', KEYS[2], ARGV[1])
+local expiry = redis.call('zscore', KEYS[2], raw_id(ARGV[1]))
 if not expiry then
   return -1
 end

@@ -3,6 +3,15 @@
 -- KEYS[1] the available count, KEYS[2] the timeout zset (permit id -> expiry, ms of the server
 -- clock), KEYS[3] the wake-up channel.
 
+-- A permit id is stored as Redisson stores it: the raw bytes its hex form stands for (16 bytes
+-- for Redisson's and keylatch's 32 hex digits). Scripts take ids in hex (even length, checked
+-- by the caller) and turn them into those bytes.
+local function raw_id(hex)
+  return (string.gsub(hex, '..', function(pair)
+    return string.char(tonumber(pair, 16))
+  end))
+end
+
 -- An integer stored as a string, or nil when it is not one.
 local function integer(raw)
   return string.match(raw, '^%-?%d+$') and tonumber(raw)
@@ -31,5 +40,4 @@ local function reclaim()
 end
 
 local NOT_A_COUNT = 'WRONGTYPE the permit count is not an integer'
-local NOT_A_TOTAL = 'WRONGTYPE the permit total is not an integer'
 

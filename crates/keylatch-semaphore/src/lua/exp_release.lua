@@ -1,6 +1,6 @@
 -- keylatch permit-expirable semaphore: release permits by id.
 -- KEYS[1] the available count, KEYS[2] the timeout zset, KEYS[3] the wake-up channel
--- ARGV[1..] permit ids
+-- ARGV[1..] permit ids (hex)
 -- Returns how many of the ids were held (and are released now; the new count is published).
 -- An id that is unknown or whose lease already ended counts 0. Idempotent: releasing an id
 -- twice releases it once. Expired permits are reclaimed first.
@@ -10,7 +10,7 @@ if not available then
 end
 local released = 0
 for i = 1, #ARGV do
-  released = released + redis.call('zrem', KEYS[2], ARGV[i])
+  released = released + redis.call('zrem', KEYS[2], raw_id(ARGV[i]))
 end
 if released > 0 then
   available = redis.call('incrby', KEYS[1], released)

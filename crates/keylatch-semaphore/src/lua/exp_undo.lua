@@ -1,7 +1,7 @@
 -- keylatch permit-expirable semaphore: undo an acquire whose reply was lost.
 -- KEYS[1] the available count, KEYS[2] the timeout zset, KEYS[3] the wake-up channel,
 -- KEYS[4..] one tombstone key per id ({name}:req:<id>)
--- ARGV[1] the tombstones' ttl in ms, ARGV[2..] the acquire's permit ids
+-- ARGV[1] the tombstones' ttl in ms, ARGV[2..] the acquire's permit ids (hex)
 -- Releases the ids that are held (the acquire ran) and leaves a tombstone for each, so that
 -- the acquire, if it arrives later, takes nothing. Idempotent. Returns how many were released.
 -- Expired permits are reclaimed first.
@@ -11,7 +11,7 @@ if not available then
 end
 local released = 0
 for i = 2, #ARGV do
-  released = released + redis.call('zrem', KEYS[2], ARGV[i])
+  released = released + redis.call('zrem', KEYS[2], raw_id(ARGV[i]))
   redis.call('set', KEYS[i + 2], '0', 'px', ARGV[1])
 end
 if released > 0 then
