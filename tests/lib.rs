@@ -47,6 +47,8 @@ pub async fn client_via(
         .url(url)
         .watchdog_timeout(watchdog)
         .response_timeout(response_timeout)
+        // The shortest settle window: `3 × response_timeout + 1 s`.
+        .settle_window(Duration::ZERO)
         .connect_timeout(Duration::from_millis(500))
         .fallback_poll(Duration::from_millis(200))
         .build()

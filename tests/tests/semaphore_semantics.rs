@@ -74,7 +74,7 @@ async fn plain_layout_and_messages_are_redissons() {
         let id = marker.rsplit(':').next().unwrap();
         assert_eq!(id.len(), 32, "{marker}");
         let pttl: i64 = conn.pttl(marker).await.unwrap();
-        assert!((1..=16_000).contains(&pttl), "{marker}: pttl {pttl}");
+        assert!((1..=30_000).contains(&pttl), "{marker}: pttl {pttl}");
     }
     // Settled markers are deleted by later calls through the same handle, in batches once 8
     // have gathered: they never pile up.

@@ -110,8 +110,9 @@ async fn holder_whose_runtime_shuts_down_frees_the_lock() {
                 .build()
                 .unwrap();
             let client = keylatch::Client::connect_with(config).await.unwrap();
-            // The holder "dies": its guard is never released.
+            // The holder "dies": its guard is never released, nor its client shut down.
             std::mem::forget(client.lock(&held).lock().await.unwrap());
+            std::mem::forget(client);
         });
         drop(runtime);
     })

@@ -120,6 +120,11 @@ pub struct InspectArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// Show at most this many entries of each list (holders, read holds, waiters, permits);
+    /// the totals are always shown.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub limit: u32,
 }
 
 /// Parses `500ms`, `10s`, `1m 30s` (humantime).

@@ -21,7 +21,7 @@ pub async fn inspect(url: &str, args: InspectArgs) -> Result<(), Failure> {
     validate_name(&args.name)?;
     let client = Client::connect_with(Config::builder().url(url).build()?).await?;
     let mut conn = client.pool_connection().await?;
-    let report = describe(&mut conn, &args.name).await?;
+    let report = describe(&mut conn, &args.name, args.limit as usize).await?;
     if args.json {
         println!(
             "{}",
@@ -62,72 +62,156 @@ async fn server_millis<C: ConnectionLike + Send + Sync>(conn: &mut C) -> Result<
     Ok(secs * 1000 + micros / 1000)
 }
 
-/// Reads every key a primitive named `name` may use and says which primitive it is.
+/// A hash's fields, at most `limit` of them (HSCAN, in bounded steps), and how many it has.
+async fn some_fields<C: ConnectionLike + Send + Sync>(
+    conn: &mut C,
+    key: &str,
+    limit: usize,
+) -> Result<(Vec<(String, String)>, usize), Failure> {
+    let total: usize = conn.hlen(key).await.map_err(keylatch::Error::from)?;
+    let mut fields = Vec::new();
+    let mut cursor = 0u64;
+    // Each step asks for a few more than needed; a hash is walked in at most `total / 100` steps.
+    for _ in 0..=(total / 100 + 1) {
+        let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+            .arg(key)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(100)
+            .query_async(conn)
+            .await
+            .map_err(keylatch::Error::from)?;
+        fields.extend(page);
+        cursor = next;
+        if cursor == 0 || fields.len() > limit {
+            break;
+        }
+    }
+    // `mode` is always kept: it says which primitive this is.
+    if let Some(i) = fields.iter().position(|(f, _)| f == "mode") {
+        let mode = fields.remove(i);
+        fields.insert(0, mode);
+    } else if total > fields.len() {
+        let mode: Option<String> = conn
+            .hget(key, "mode")
+            .await
+            .map_err(keylatch::Error::from)?;
+        if let Some(mode) = mode {
+            fields.insert(0, ("mode".to_owned(), mode));
+        }
+    }
+    fields.truncate(limit + usize::from(fields.iter().any(|(f, _)| f == "mode")));
+    Ok((fields, total))
+}
+
+/// A count written in a hash field, or a note on what is wrong with it.
+fn count_of(raw: &str, malformed: &mut Vec<String>, what: &str) -> u64 {
+    match raw.parse::<u64>() {
+        Ok(count) => count,
+        Err(_) => {
+            malformed.push(format!("{what}: the count {raw:?} is not a whole number"));
+            0
+        }
+    }
+}
+
+/// Reads the keys a primitive named `name` may use and says which primitive it is, showing at
+/// most `limit` entries of each list (holders, read holds, waiters, permits) with their totals,
+/// and a note on whatever is malformed. It sends a bounded number of commands whatever the
+/// keys hold.
 pub async fn describe<C: ConnectionLike + Send + Sync>(
     conn: &mut C,
     name: &str,
+    limit: usize,
 ) -> Result<Value, Failure> {
+    let mut malformed: Vec<String> = Vec::new();
     let redis_err = keylatch::Error::from;
     let now = server_millis(conn).await?;
     let mut report = json!({ "name": name });
     let token_key = prefixed("redisson_lock_token", name);
-    let token: Option<u64> = conn.get(&token_key).await.map_err(redis_err)?;
-    if let Some(token) = token {
-        report["fencing_token"] = json!(token);
+    if key_type(conn, &token_key).await? == "string" {
+        let token: String = conn.get(&token_key).await.map_err(redis_err)?;
+        match token.parse::<u64>() {
+            Ok(token) => report["fencing_token"] = json!(token),
+            Err(_) => malformed.push(format!("{token_key}: not a whole number")),
+        }
     }
     let queue_key = prefixed("redisson_lock_queue", name);
     let timeout_key = prefixed("redisson_lock_timeout", name);
     let waiters_key = suffixed(name, "keylatch_waiters");
-    let queue: Vec<String> = if key_type(conn, &queue_key).await? == "list" {
-        conn.lrange(&queue_key, 0, -1).await.map_err(redis_err)?
+    let bound = isize::try_from(limit)
+        .unwrap_or(isize::MAX)
+        .saturating_sub(1);
+    let (queue, queued): (Vec<String>, usize) = if key_type(conn, &queue_key).await? == "list" {
+        (
+            conn.lrange(&queue_key, 0, bound).await.map_err(redis_err)?,
+            conn.llen(&queue_key).await.map_err(redis_err)?,
+        )
     } else {
-        Vec::new()
+        (Vec::new(), 0)
     };
     match key_type(conn, name).await?.as_str() {
         "hash" => {
-            let fields: Vec<(String, String)> = conn.hgetall(name).await.map_err(redis_err)?;
+            let (fields, total_fields) = some_fields(conn, name, limit).await?;
             report["ttl_ms"] = json!(pttl(conn, name).await?);
             report["locked"] = json!(true);
             if let Some((_, mode)) = fields.iter().find(|(f, _)| f == "mode") {
                 report["primitive"] = json!("rwlock");
                 report["mode"] = json!(mode);
+                if mode != "read" && mode != "write" {
+                    malformed.push(format!("{name}: mode {mode:?} is neither read nor write"));
+                }
                 let mut readers = Vec::new();
                 let mut writers = Vec::new();
+                // Read holds looked up, over every reader: at most `limit`.
+                let mut looked_up = 0usize;
                 for (field, count) in fields.iter().filter(|(f, _)| f != "mode") {
-                    let count: u64 = count.parse().unwrap_or(0);
+                    let count = count_of(count, &mut malformed, field);
                     if let Some(owner) = field.strip_suffix(":write") {
                         writers.push(json!({ "owner": owner, "count": count }));
                         continue;
                     }
+                    let shown = count.min(u64::try_from(limit - looked_up.min(limit)).unwrap_or(0));
                     let mut holds = Vec::new();
-                    for n in 1..=count {
+                    for n in 1..=shown {
                         let key = suffixed(name, &format!("{field}:rwlock_timeout:{n}"));
                         holds.push(json!({ "key": key, "ttl_ms": pttl(conn, &key).await? }));
                     }
+                    looked_up += holds.len();
                     readers.push(json!({ "owner": field, "count": count, "holds": holds }));
                 }
                 report["readers"] = json!(readers);
                 report["writers"] = json!(writers);
+                report["owners_total"] = json!(total_fields.saturating_sub(1));
             } else {
                 report["primitive"] = json!(if queue.is_empty() {
                     "reentrant"
                 } else {
                     "fair"
                 });
-                report["holders"] = json!(
-                    fields
-                        .iter()
-                        .map(|(owner, count)| json!({
-                            "owner": owner,
-                            "count": count.parse::<u64>().unwrap_or(0),
-                        }))
-                        .collect::<Vec<_>>()
-                );
+                let holders: Vec<Value> = fields
+                    .iter()
+                    .map(|(owner, count)| {
+                        let count = count_of(count, &mut malformed, owner);
+                        json!({ "owner": owner, "count": count })
+                    })
+                    .collect();
+                report["holders"] = json!(holders);
+                report["owners_total"] = json!(total_fields);
             }
         }
         "string" => {
-            let available: Option<String> = conn.get(name).await.map_err(redis_err)?;
-            let available = available.and_then(|v| v.parse::<i64>().ok());
+            let raw: Option<String> = conn.get(name).await.map_err(redis_err)?;
+            let available = raw.as_deref().and_then(|v| v.parse::<i64>().ok());
+            match (&raw, available) {
+                (Some(raw), None) => {
+                    malformed.push(format!("{name}: the permit count {raw:?} is not a number"));
+                }
+                (_, Some(n)) if n < 0 => {
+                    malformed.push(format!("{name}: the permit count {n} is negative"));
+                }
+                _ => {}
+            }
             let permits_key = suffixed(name, "timeout");
             report["available_permits"] = json!(available);
             // The expirable semaphore keeps the permits handed out (while any are) in the
@@ -136,11 +220,12 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
             if key_type(conn, &permits_key).await? == "zset" {
                 report["primitive"] = json!("permit_expirable_semaphore");
                 let permits: Vec<(Vec<u8>, f64)> = conn
-                    .zrange_withscores(&permits_key, 0, -1)
+                    .zrange_withscores(&permits_key, 0, bound)
                     .await
                     .map_err(redis_err)?;
-                report["total_permits"] =
-                    json!(available.map(|a| a + i64::try_from(permits.len()).unwrap_or(0)));
+                let held: i64 = conn.zcard(&permits_key).await.map_err(redis_err)?;
+                report["permits_held"] = json!(held);
+                report["total_permits"] = json!(available.map(|a| a + held));
                 report["permits"] = json!(
                     permits
                         .iter()
@@ -170,6 +255,7 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
         }
     }
     if !queue.is_empty() {
+        report["queue_total"] = json!(queued);
         let mut waiters = Vec::new();
         for id in &queue {
             // A keylatch waiter's liveness deadline is in its own zset; a Redisson waiter's is
@@ -190,6 +276,10 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
         }
         report["queue"] = json!(waiters);
     }
+    report["limit"] = json!(limit);
+    if !malformed.is_empty() {
+        report["malformed"] = json!(malformed);
+    }
     Ok(report)
 }
 
@@ -209,6 +299,7 @@ fn print_text(report: &Value) {
             } else {
                 println!("  free");
             }
+            shown_of(report, "holders", "owners_total");
             for holder in report["holders"].as_array().into_iter().flatten() {
                 println!(
                     "  holder {} (hold count {})",
@@ -230,6 +321,7 @@ fn print_text(report: &Value) {
                     writer["count"]
                 );
             }
+            shown_of(report, "readers", "owners_total");
             for reader in report["readers"].as_array().into_iter().flatten() {
                 println!(
                     "  reader {} (hold count {})",
@@ -254,6 +346,7 @@ fn print_text(report: &Value) {
             if let Some(note) = report["note"].as_str() {
                 println!("  ({note})");
             }
+            shown_of(report, "permits", "permits_held");
             for permit in report["permits"].as_array().into_iter().flatten() {
                 match permit["expires_in_ms"].as_i64() {
                     Some(ms) => println!(
@@ -273,7 +366,8 @@ fn print_text(report: &Value) {
         ),
     }
     if let Some(queue) = report["queue"].as_array() {
-        println!("  queue ({} waiting):", queue.len());
+        println!("  queue ({} waiting):", report["queue_total"]);
+        shown_of(report, "queue", "queue_total");
         for (i, waiter) in queue.iter().enumerate() {
             println!(
                 "    {}. {} ({}, deadline in {} ms)",
@@ -286,5 +380,21 @@ fn print_text(report: &Value) {
     }
     if let Some(token) = report["fencing_token"].as_u64() {
         println!("  last fencing token: {token}");
+    }
+    for note in report["malformed"].as_array().into_iter().flatten() {
+        println!("  malformed: {}", note.as_str().unwrap_or(""));
+    }
+}
+
+/// Says when a list is cut at `--limit`.
+fn shown_of(report: &Value, list: &str, total: &str) {
+    let shown = report[list].as_array().map_or(0, Vec::len);
+    if let Some(total) = report[total].as_u64()
+        && total > shown as u64
+    {
+        println!(
+            "  (showing {shown} of {total}; --limit {} to see more)",
+            report["limit"]
+        );
     }
 }

@@ -47,14 +47,21 @@ pub async fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
     };
     tracing::debug!(lock = %args.name, token = ?guard.fencing_token(), "acquired");
 
-    let child = match Command::new(&args.command[0])
+    // The command learns the lock's name and, for the locks that issue one, its fencing token,
+    // so it can fence its writes (as `etcdctl lock` exports its key and revision).
+    let mut command = Command::new(&args.command[0]);
+    command
         .args(&args.command[1..])
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .env("KEYLATCH_LOCK_NAME", &args.name)
+        .env_remove("KEYLATCH_FENCING_TOKEN")
+        .kill_on_drop(true);
+    if let Some(token) = guard.fencing_token() {
+        command.env("KEYLATCH_FENCING_TOKEN", token.to_string());
+    }
+    let child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
-            release(guard, &args.name).await;
+            release(&client, guard, &args.name).await;
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
@@ -67,7 +74,13 @@ pub async fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
         }
     };
     let outcome = supervise(child, &guard, &args).await;
-    release(guard, &args.name).await;
+    if matches!(outcome, Ok(EX_LOST)) {
+        // The hold is gone (or the server does not answer): nothing to wait for.
+        guard.forget();
+        let _ = client.shutdown().await;
+    } else {
+        release(&client, guard, &args.name).await;
+    }
     outcome
 }
 
@@ -75,18 +88,21 @@ pub async fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
 async fn lock_for(client: &Client, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, Failure> {
     let name = args.name.as_str();
     Ok(if args.fair {
-        Arc::new(client.fair_lock(name))
+        Arc::new(client.fair_lock(name).with_fencing(true))
     } else if args.read {
         Arc::new(client.rw_lock(name).read_lock())
     } else if args.write {
-        Arc::new(client.rw_lock(name).write_lock())
+        Arc::new(client.rw_lock(name).write_lock().with_fencing(true))
     } else if let Some(permits) = args.semaphore {
-        let semaphore = client.permit_expirable_semaphore(name);
+        // Set up again by an acquire if its keys are lost (a restart without persistence).
+        let semaphore = client
+            .permit_expirable_semaphore(name)
+            .with_permits(permits);
         // Sets the count when the semaphore is new; an existing one keeps its own.
         semaphore.try_set_permits(permits).await?;
         Arc::new(semaphore.as_lock())
     } else {
-        Arc::new(client.lock(name))
+        Arc::new(client.lock(name).with_fencing(true))
     })
 }
 
@@ -157,7 +173,9 @@ fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
-async fn release(guard: LockGuard, name: &str) {
+/// Releases the lock (waiting at most the release timeout), then shuts the client down, so no
+/// background release is cut off when the process exits.
+async fn release(client: &Client, guard: LockGuard, name: &str) {
     match guard.unlock().await {
         Ok(()) | Err(Error::NotHeld { .. }) => {}
         Err(err) => eprintln!(
@@ -165,6 +183,7 @@ async fn release(guard: LockGuard, name: &str) {
             Failure::from(err).message
         ),
     }
+    let _ = client.shutdown().await;
 }
 
 fn internal(err: std::io::Error) -> Failure {

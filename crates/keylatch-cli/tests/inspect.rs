@@ -83,3 +83,67 @@ fn inspect_shows_redisson_permit_ids_in_hex_with_their_leases() {
     assert_eq!(permits[1]["id"], unleased);
     assert!(permits[1]["expires_in_ms"].is_null(), "{report}");
 }
+
+#[test]
+fn inspect_of_hostile_data_is_bounded_and_says_what_is_malformed() {
+    let server = server();
+    // A read-write hash that claims 10^12 read holds, a fair queue of 100 000 ids, and counts
+    // that are negative or not numbers.
+    server
+        .cli(&[
+            "HSET",
+            "cli-hostile-rw",
+            "mode",
+            "read",
+            "r:1",
+            "1000000000000",
+        ])
+        .unwrap();
+    server.cli(&["PEXPIRE", "cli-hostile-rw", "60000"]).unwrap();
+    let script = "for i = 1, 100000 do redis.call('rpush', KEYS[1], 'waiter:' .. i) end return 1";
+    server
+        .cli(&[
+            "EVAL",
+            script,
+            "1",
+            "redisson_lock_queue:{cli-hostile-fair}",
+        ])
+        .unwrap();
+    server
+        .cli(&["HSET", "cli-hostile-fair", "a:1", "lots"])
+        .unwrap();
+    server.cli(&["SET", "cli-hostile-sem", "-7"]).unwrap();
+    server.cli(&["SET", "cli-hostile-junk", "many"]).unwrap();
+
+    let rw = inspect(&server, "cli-hostile-rw");
+    let holds = rw["readers"][0]["holds"].as_array().unwrap().len();
+    println!(
+        "10^12 read holds: {holds} shown, count {}",
+        rw["readers"][0]["count"]
+    );
+    assert_eq!(holds, 50, "the default limit");
+    assert_eq!(rw["readers"][0]["count"], 1_000_000_000_000u64);
+
+    let fair = inspect(&server, "cli-hostile-fair");
+    assert_eq!(fair["queue"].as_array().unwrap().len(), 50);
+    assert_eq!(fair["queue_total"], 100_000);
+    assert!(
+        fair["malformed"].to_string().contains("not a whole number"),
+        "{fair}"
+    );
+
+    let sem = inspect(&server, "cli-hostile-sem");
+    assert!(sem["malformed"].to_string().contains("negative"), "{sem}");
+    let junk = inspect(&server, "cli-hostile-junk");
+    assert!(
+        junk["malformed"].to_string().contains("not a number"),
+        "{junk}"
+    );
+
+    // The text form says how much it left out, and --limit shows more.
+    let out = common::output(&server, &["inspect", "cli-hostile-fair", "--limit", "3"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("showing 3 of 100000"), "{text}");
+    assert!(text.contains("malformed"), "{text}");
+    assert!(text.lines().count() < 20, "{text}");
+}

@@ -203,3 +203,130 @@ fn nix_kill(pid: u32, signal: &str) {
         .unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn the_command_gets_the_lock_name_and_an_increasing_fencing_token() {
+    let server = server();
+    let mut tokens = Vec::new();
+    for primitive in [&[][..], &["--fair"][..], &["--write"][..]] {
+        let mut args = vec!["run"];
+        args.extend_from_slice(primitive);
+        args.extend_from_slice(&[
+            "cli-fenced",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$KEYLATCH_LOCK_NAME ${KEYLATCH_FENCING_TOKEN:-none}\"",
+        ]);
+        let out = output(&server, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = String::from_utf8(out.stdout).unwrap();
+        let (name, token) = line.trim().split_once(' ').unwrap();
+        assert_eq!(name, "cli-fenced");
+        tokens.push(token.parse::<u64>().expect("a fencing token"));
+    }
+    println!("fencing tokens of three runs: {tokens:?}");
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    // A read hold and a semaphore permit have no token.
+    let out = output(
+        &server,
+        &[
+            "run",
+            "--read",
+            "cli-fenced",
+            "--",
+            "sh",
+            "-c",
+            "echo ${KEYLATCH_FENCING_TOKEN:-none}",
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "none");
+}
+
+#[test]
+fn durations_and_counts_too_large_are_usage_errors() {
+    let server = server();
+    for args in [
+        vec![
+            "run",
+            "--wait",
+            "99999999999999999999s",
+            "cli-big",
+            "--",
+            "true",
+        ],
+        vec!["run", "--lease", "999999999d", "cli-big", "--", "true"],
+        vec!["run", "--watchdog", "999999999d", "cli-big", "--", "true"],
+        vec![
+            "run",
+            "--grace",
+            "99999999999999999999999d",
+            "cli-big",
+            "--",
+            "true",
+        ],
+        vec!["run", "--semaphore", "4294967296", "cli-big", "--", "true"],
+        vec!["run", "--semaphore", "0", "cli-big", "--", "true"],
+    ] {
+        let out = output(&server, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    // The longest wait is accepted: it means "as long as it takes".
+    let out = output(
+        &server,
+        &["run", "--wait", "500000000y", "cli-big", "--", "true"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_lock_lost_while_the_server_is_paused_ends_the_run_at_once() {
+    let server = server();
+    let child = keylatch(
+        &server,
+        &[
+            "run",
+            "--watchdog",
+            "600ms",
+            "cli-paused",
+            "--",
+            "sleep",
+            "30",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(server.cli(&["EXISTS", "cli-paused"]).unwrap(), "1");
+    let paused = Instant::now();
+    server.cli(&["CLIENT", "PAUSE", "8000", "ALL"]).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let after = paused.elapsed();
+    println!(
+        "lost under a paused server: exit {:?} after {after:?}",
+        out.status.code()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(76),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // It did not wait for the server: the pause was still in force.
+    assert!(
+        after < Duration::from_secs(8),
+        "waited for the paused server"
+    );
+}

@@ -19,9 +19,6 @@ use crate::owner::{Owner, OwnerId};
 use crate::script::{LuaScript, ScriptCall};
 use crate::watchdog::{WatchdogRegistry, WatchdogStats};
 
-/// The shortest settle window (see [`Client::settle_window`]).
-pub const MIN_SETTLE_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// A connection to one Redis server, shared by every lock made from it. Cheap to clone.
 ///
 /// A client has a random UUID (the first half of every owner id it writes), a few multiplexed
@@ -261,12 +258,11 @@ impl Client {
 
     /// The settle window: how long a release or an undo whose reply was lost is retried, and
     /// how long the request markers that make those retries idempotent live:
-    /// `3 × response_timeout + 1 s`, and at least [`MIN_SETTLE_WINDOW`] so that a server paused
-    /// or unreachable for a while still gets every release once it answers again.
+    /// [`Config::settle_window`], and at least `3 × response_timeout + 1 s`.
     #[doc(hidden)]
     pub fn settle_window(&self) -> std::time::Duration {
-        (self.inner.config.response_timeout * 3 + std::time::Duration::from_secs(1))
-            .max(MIN_SETTLE_WINDOW)
+        let config = &self.inner.config;
+        (config.response_timeout * 3 + std::time::Duration::from_secs(1)).max(config.settle_window)
     }
 
     /// Whether [`shutdown`](Client::shutdown) has started.

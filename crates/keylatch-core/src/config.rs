@@ -58,11 +58,16 @@ pub struct Config {
     pub subscription_linger: Duration,
     /// The longest `unlock().await` (and a permit's `release().await`) waits for the server:
     /// past it the call returns [`Error::Timeout`] and the release goes on in the background,
-    /// retried until it is known applied or the settle window (`3 × response_timeout + 1 s`, at
-    /// least 30 s) passes; the lease ends
-    /// the hold at the latest.
+    /// retried until it is known applied or [`Config::settle_window`] passes; the lease ends the
+    /// hold at the latest.
     #[serde(with = "duration")]
     pub release_timeout: Duration,
+    /// How long a release (or the undo of an acquire) whose reply was lost goes on being
+    /// retried in the background, and how long the request markers that make those retries
+    /// apply once live: a server paused or cut off for less than this still gets every
+    /// release once it answers again. At least `3 × response_timeout + 1 s` is used.
+    #[serde(with = "duration")]
+    pub settle_window: Duration,
     /// The longest [`Client::shutdown`](crate::Client::shutdown) takes to release what the
     /// client holds.
     #[serde(with = "duration")]
@@ -86,6 +91,7 @@ impl Default for Config {
             fallback_poll: Duration::from_secs(2),
             subscription_linger: Duration::from_millis(250),
             release_timeout: Duration::from_secs(5),
+            settle_window: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(5),
             hash_tagged_names: false,
         }
@@ -144,6 +150,9 @@ impl Config {
         }
         if self.release_timeout.is_zero() || self.release_timeout > max {
             return bad("release_timeout", "must be positive and at most 30 days");
+        }
+        if self.settle_window > max {
+            return bad("settle_window", "must be at most 30 days");
         }
         if self.shutdown_timeout.is_zero() || self.shutdown_timeout > max {
             return bad("shutdown_timeout", "must be positive and at most 30 days");
@@ -212,6 +221,12 @@ impl ConfigBuilder {
     /// [`Config::release_timeout`]).
     pub fn release_timeout(mut self, timeout: Duration) -> Self {
         self.config.release_timeout = timeout;
+        self
+    }
+
+    /// How long lost releases are retried (default 30 s; see [`Config::settle_window`]).
+    pub fn settle_window(mut self, window: Duration) -> Self {
+        self.config.settle_window = window;
         self
     }
 

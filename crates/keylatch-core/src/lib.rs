@@ -43,7 +43,7 @@ mod release;
 mod script;
 mod watchdog;
 
-pub use client::{Acquisition, Client, ClientStats, MIN_SETTLE_WINDOW};
+pub use client::{Acquisition, Client, ClientStats};
 pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
 pub use error::{Error, Result};
 pub use guard::{LockGuard, UndoGuard};

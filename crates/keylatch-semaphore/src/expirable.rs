@@ -64,7 +64,7 @@ fn is_permit_id(id: &str) -> bool {
 /// - **Lost replies**: permit ids are chosen before the request is sent, so an acquire whose
 ///   reply was lost (or whose future was dropped in flight) is undone by releasing those ids,
 ///   which is idempotent, and leaving a tombstone `{name}:req:<id>` for each (with the TTL of
-///   the request window, `3 × response_timeout + 1 s`, at least 30 s), so that an acquire arriving after its
+///   the request window, the settle window (`Config::settle_window`, 30 s by default)), so that an acquire arriving after its
 ///   undo takes nothing. Only if the server cannot be reached for longer than that window after
 ///   a lost reply can a permit stay taken, and then only until its lease ends.
 ///
@@ -90,6 +90,8 @@ fn is_permit_id(id: &str) -> bool {
 #[derive(Clone, Debug)]
 pub struct PermitExpirableSemaphore {
     pub(crate) shared: Arc<Shared>,
+    /// The count an acquire sets up when the semaphore is missing (0: none).
+    recreate: u32,
 }
 
 #[derive(Debug)]
@@ -131,7 +133,20 @@ impl PermitExpirableSemaphore {
                 requests: Requests::new(client, &name),
                 name,
             }),
+            recreate: 0,
         }
+    }
+
+    /// A handle that knows the semaphore's permit count: an acquire that finds the semaphore
+    /// missing (its keys were lost to a restart without persistence, a failover or a
+    /// `FLUSHALL`) sets it up again with `permits`, inside the acquire script, so waiters never
+    /// wait for a semaphore that no longer exists. 0 (the default) never sets it up. Permits
+    /// held across such a loss are not known to the new semaphore either: their
+    /// holders find them gone at their next renewal.
+    #[must_use]
+    pub fn with_permits(mut self, permits: u32) -> Self {
+        self.recreate = permits.min(MAX_PERMITS as u32);
+        self
     }
 
     /// The semaphore's name (the key of the available count).
@@ -408,7 +423,7 @@ impl PermitExpirableSemaphore {
             call = call.key(tombstone.as_str());
         }
         undo_call = undo_call.arg(requests.window_ms());
-        call = call.arg(lease_millis(lease));
+        call = call.arg(lease_millis(lease)).arg(self.recreate);
         for id in &ids {
             undo_call = undo_call.arg(id.as_str());
             call = call.arg(id.as_str());

@@ -38,7 +38,7 @@ use crate::semaphore_permit::SemaphorePermit;
 ///   is retried without applying twice, and an acquire whose reply was lost (or whose future
 ///   was dropped in flight) is undone: its permits are given back if it ran, and it takes
 ///   nothing if it arrives late. What stays unknown: if the server cannot be reached for
-///   longer than the *request window* (`3 × response_timeout + 1 s`, at least 30 s) after a
+///   longer than the *request window* (the settle window (`Config::settle_window`, 30 s by default)) after a
 ///   lost reply, the outcome stays unknown (a warning is logged): up to the permits of that one
 ///   call may be lost, never doubled.
 ///
@@ -65,6 +65,8 @@ use crate::semaphore_permit::SemaphorePermit;
 #[derive(Clone, Debug)]
 pub struct Semaphore {
     pub(crate) shared: Arc<Shared>,
+    /// The count an acquire sets up when the semaphore is missing (0: none).
+    recreate: u32,
 }
 
 #[derive(Debug)]
@@ -87,7 +89,20 @@ impl Semaphore {
                 requests: Requests::new(client, &name),
                 name,
             }),
+            recreate: 0,
         }
+    }
+
+    /// A handle that knows the semaphore's permit count: an acquire that finds the semaphore
+    /// missing (its keys were lost to a restart without persistence, a failover or a
+    /// `FLUSHALL`) sets it up again with `permits`, inside the acquire script, so waiters never
+    /// wait for a semaphore that no longer exists. 0 (the default) never sets it up. Permits
+    /// held across such a loss are not known to the new semaphore: given back later, they
+    /// come on top of `permits`.
+    #[must_use]
+    pub fn with_permits(mut self, permits: u32) -> Self {
+        self.recreate = permits.min(MAX_PERMITS as u32);
+        self
     }
 
     /// The semaphore's name (the key of the permit count).
@@ -390,7 +405,10 @@ impl Semaphore {
         );
         let settled = requests.take_settled();
         let call = ACQUIRE.call().key(self.name()).key(&marker);
-        let call = with_keys(call, &settled).arg(permits).arg(window);
+        let call = with_keys(call, &settled)
+            .arg(permits)
+            .arg(window)
+            .arg(self.recreate);
         match client.eval_value(&call).await {
             Ok(Value::Int(1)) => {
                 undo.disarm();

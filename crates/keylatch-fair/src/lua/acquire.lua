@@ -6,6 +6,13 @@
 -- Returns nil when acquired, {token} when acquired with fencing, -1 when the lock is held
 -- without an expiry, otherwise how long (ms, > 0) the caller may sleep before trying again:
 -- the holder's PTTL for the head of the queue, the head's deadline for everyone behind it.
+-- A damaged fencing counter is refused before anything is written.
+if ARGV[4] == '1' then
+  local counter = redis.call('get', KEYS[6])
+  if counter and not (#counter <= 18 and string.match(counter, '^%d+$')) then
+    return redis.error_reply('WRONGTYPE the fencing counter is not an integer')
+  end
+end
 local id = ARGV[2]
 
 local function grant()

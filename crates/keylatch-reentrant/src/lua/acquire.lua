@@ -4,6 +4,13 @@
 -- Returns nil when acquired (Redisson's convention), {token} when acquired with fencing,
 -- otherwise the holder's PTTL in ms (-1: held without an expiry).
 -- A key of another type raises WRONGTYPE before anything is written.
+-- A damaged fencing counter is refused before anything is written.
+if ARGV[3] == '1' then
+  local counter = redis.call('get', KEYS[2])
+  if counter and not (#counter <= 18 and string.match(counter, '^%d+$')) then
+    return redis.error_reply('WRONGTYPE the fencing counter is not an integer')
+  end
+end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local token = false
   if ARGV[3] == '1' then

@@ -7,6 +7,17 @@
 -- Returns nil when acquired ({token} when acquired with fencing); -3 when the owner holds a read hold in read mode (an upgrade:
 -- refused before anything is written); -1 when the lock is held without an expiry; otherwise
 -- the lock's PTTL in ms, after recording (or refreshing) the owner's intent to write.
+-- A damaged fencing counter is refused before anything is written.
+if ARGV[5] == '1' then
+  local counter = redis.call('get', KEYS[3])
+  if counter and not (#counter <= 18 and string.match(counter, '^%d+$')) then
+    return redis.error_reply('WRONGTYPE the fencing counter is not an integer')
+  end
+end
+local intent_kind = redis.call('type', KEYS[2])['ok']
+if intent_kind ~= 'none' and intent_kind ~= 'zset' then
+  return redis.error_reply('WRONGTYPE the writer-intent key is not a zset')
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local pttl = redis.call('pttl', KEYS[1])
 if pttl == -1 then

@@ -12,7 +12,7 @@ end
 local value = redis.call('get', KEYS[1])
 local current = 0
 if value then
-  current = string.match(value, '^%-?%d+$') and tonumber(value)
+  current = (#value <= 18 and string.match(value, '^%-?%d+$')) and tonumber(value)
   if not current then
     return redis.error_reply('WRONGTYPE the permit count is not an integer')
   end

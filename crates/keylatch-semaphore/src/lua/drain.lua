@@ -11,7 +11,7 @@ end
 local value = redis.call('get', KEYS[1])
 local drained = 0
 if value then
-  local current = string.match(value, '^%-?%d+$') and tonumber(value)
+  local current = (#value <= 18 and string.match(value, '^%-?%d+$')) and tonumber(value)
   if not current then
     return redis.error_reply('WRONGTYPE the permit count is not an integer')
   end

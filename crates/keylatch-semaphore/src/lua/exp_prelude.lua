@@ -14,7 +14,7 @@ end
 
 -- An integer stored as a string, or nil when it is not one.
 local function integer(raw)
-  return string.match(raw, '^%-?%d+$') and tonumber(raw)
+  return #raw <= 18 and string.match(raw, '^%-?%d+$') and tonumber(raw) or nil
 end
 
 -- Reads the available count and the server clock and reclaims the permits whose lease ended,

@@ -9,7 +9,7 @@ if redis.call('exists', KEYS[5]) == 1 then
   return 1
 end
 local value = redis.call('get', KEYS[1])
-if value and not string.match(value, '^%-?%d+$') then
+if value and not (#value <= 18 and string.match(value, '^%-?%d+$')) then
   return redis.error_reply('WRONGTYPE the permit count is not an integer')
 end
 if value or redis.call('zcard', KEYS[2]) > 0 then

@@ -11,7 +11,7 @@ if redis.call('exists', KEYS[3]) == 1 then
 end
 local value = redis.call('get', KEYS[1])
 if value then
-  if not string.match(value, '^%-?%d+$') then
+  if not (#value <= 18 and string.match(value, '^%-?%d+$')) then
     return redis.error_reply('WRONGTYPE the permit count is not an integer')
   end
   return 0
