@@ -199,3 +199,36 @@ async fn the_write_side_issues_fencing_tokens() {
         .unwrap();
     assert_eq!(counter, last);
 }
+
+#[tokio::test]
+async fn expirable_set_permits_and_try_set_with_a_time_to_live() {
+    let server = server();
+    let client = client(&server).await;
+    let mut conn = raw(&server).await;
+    let name = unique("exp-set");
+    let semaphore = client.permit_expirable_semaphore(&name);
+    semaphore.set_permits(3).await.unwrap();
+    let held = semaphore.acquire().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
+    // The total becomes 5: 4 available besides the one held (Redisson's setPermits).
+    semaphore.set_permits(5).await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 4);
+    assert_eq!(semaphore.permits().await.unwrap(), Some(5));
+    // Below what is held: nobody gets in until enough are given back.
+    semaphore.set_permits(1).await.unwrap();
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    held.release().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+
+    let ttl_name = unique("exp-ttl");
+    let expiring = client.permit_expirable_semaphore(&ttl_name);
+    assert!(
+        expiring
+            .try_set_permits_with_ttl(2, Duration::from_millis(400))
+            .await
+            .unwrap()
+    );
+    let pttl: i64 = conn.pttl(&ttl_name).await.unwrap();
+    assert!((1..=400).contains(&pttl), "pttl {pttl}");
+    assert!(!expiring.try_set_permits(7).await.unwrap(), "already set");
+}

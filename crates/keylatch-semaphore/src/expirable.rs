@@ -17,8 +17,8 @@ use crate::request::{
     run_idempotent,
 };
 use crate::scripts::{
-    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_LEASE, EXP_RELEASE, EXP_RENEW, EXP_TRY_SET, EXP_UNDO,
-    EXP_UPDATE,
+    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_LEASE, EXP_RELEASE, EXP_RENEW, EXP_SET, EXP_TRY_SET,
+    EXP_UNDO, EXP_UPDATE,
 };
 use crate::semaphore::{unexpected, wake_mode};
 
@@ -189,13 +189,61 @@ impl PermitExpirableSemaphore {
     /// Once polled, the call applies exactly once even if the future is dropped (it is
     /// finished in the background).
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.try_set(permits, None).await
+    }
+
+    /// As [`try_set_permits`](PermitExpirableSemaphore::try_set_permits), and the count
+    /// expires after `time_to_live` (Redisson's `trySetPermits` with a time to live).
+    ///
+    /// # Errors
+    /// As [`try_set_permits`](PermitExpirableSemaphore::try_set_permits), and
+    /// [`Error::InvalidLease`] for a time to live of less than 1 ms or more than
+    /// [`MAX_LEASE`](keylatch_core::MAX_LEASE).
+    ///
+    /// # Cancel safety
+    /// As [`try_set_permits`](PermitExpirableSemaphore::try_set_permits).
+    pub async fn try_set_permits_with_ttl(
+        &self,
+        permits: u32,
+        time_to_live: Duration,
+    ) -> Result<bool> {
+        validate_lease(time_to_live)?;
+        self.try_set(permits, Some(time_to_live)).await
+    }
+
+    /// Sets the total to `permits`, whatever it was (Redisson's `setPermits`): the available
+    /// count becomes `permits` less the permits held now (it stays below zero, so nobody gets
+    /// in, while more are held than the new total). Waiters are woken.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidPermits`] (more than [`MAX_PERMITS`]),
+    /// [`Error::WrongType`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have set the total; setting it again is harmless.
+    pub async fn set_permits(&self, permits: u32) -> Result<()> {
+        self.shared.client.validate_name(self.name())?;
+        if u64::from(permits) > MAX_PERMITS {
+            return Err(Error::InvalidPermits {
+                reason: "more than the largest count (2147483647)",
+            });
+        }
+        let call = self.keys(&EXP_SET).arg(permits);
+        match run_idempotent(&self.shared.client, &call, Instant::now()).await? {
+            (Value::Int(1), _) => Ok(()),
+            _ => Err(unexpected("expirable_semaphore_set")),
+        }
+    }
+
+    async fn try_set(&self, permits: u32, time_to_live: Option<Duration>) -> Result<bool> {
         self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         let requests = &self.shared.requests;
         let call = self
             .keys(&EXP_TRY_SET)
             .arg(permits)
-            .arg(requests.window_ms());
+            .arg(requests.window_ms())
+            .arg(time_to_live.map_or(0, lease_millis));
         match requests.apply_marked(call, |r| *r == Value::Int(1)).await? {
             Value::Int(1) => Ok(true),
             Value::Int(0) => Ok(false),

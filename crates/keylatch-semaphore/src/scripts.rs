@@ -51,6 +51,13 @@ pub(crate) static EXP_LEASE: LuaScript = LuaScript::freeing(
         include_str!("lua/exp_lease.lua")
     ),
 );
+pub(crate) static EXP_SET: LuaScript = LuaScript::taking(
+    "expirable_semaphore_set",
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_set.lua")
+    ),
+);
 pub(crate) static EXP_RENEW: LuaScript = LuaScript::freeing(
     "expirable_semaphore_renew",
     include_str!("lua/exp_renew.lua"),
@@ -89,6 +96,7 @@ pub static SCRIPTS: &[&LuaScript] = &[
     &EXP_RENEW,
     &EXP_COUNTS,
     &EXP_LEASE,
+    &EXP_SET,
     &EXP_ADD,
     &EXP_TRY_SET,
 ];
