@@ -330,3 +330,33 @@ fn a_lock_lost_while_the_server_is_paused_ends_the_run_at_once() {
         "waited for the paused server"
     );
 }
+
+#[test]
+fn a_restart_without_persistence_stops_the_command_at_once() {
+    let mut server = server();
+    // The default watchdog: 30 s, renewed every 10 s.
+    let child = keylatch(&server, &["run", "cli-restart", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(server.cli(&["EXISTS", "cli-restart"]).unwrap(), "1");
+    server.restart().unwrap();
+    let answering = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let after = answering.elapsed();
+    println!(
+        "restart without persistence: run exited {:?} {after:?} after the server answered",
+        out.status.code()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(76),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Not at the next renewal (up to 10 s later): the hold was checked on reconnect.
+    assert!(
+        after < Duration::from_secs(8),
+        "the loss waited for the next renewal"
+    );
+}

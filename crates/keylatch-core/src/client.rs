@@ -121,12 +121,14 @@ impl Client {
             config.response_timeout,
         ));
         commands.warm_up().await?;
+        let reconnected = Arc::new(Notify::new());
         let (hub, hub_tasks) = PubSubHub::start(
             redis_client,
             config.connect_timeout,
             config.subscription_linger,
+            reconnected.clone(),
         );
-        let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone());
+        let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone(), reconnected);
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: Uuid::new_v4(),

@@ -90,6 +90,11 @@ impl Commands {
         (std::hash::Hasher::finish(&hasher) % self.slots.len() as u64) as usize
     }
 
+    /// How many connections commands rotate over.
+    pub(crate) fn connection_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Whether [`close`](Commands::close) has run.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)

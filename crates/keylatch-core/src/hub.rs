@@ -167,6 +167,7 @@ impl PubSubHub {
         client: redis::Client,
         connect_timeout: Duration,
         linger: Duration,
+        reconnected: Arc<Notify>,
     ) -> (PubSubHub, Vec<tokio::task::JoinHandle<()>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(HubShared {
@@ -177,7 +178,12 @@ impl PubSubHub {
             messages: AtomicU64::new(0),
             linger,
         });
-        let reader = tokio::spawn(read_loop(Arc::downgrade(&shared), client, connect_timeout));
+        let reader = tokio::spawn(read_loop(
+            Arc::downgrade(&shared),
+            client,
+            connect_timeout,
+            reconnected,
+        ));
         let reconciler = tokio::spawn(reconcile_loop(Arc::downgrade(&shared), rx));
         (PubSubHub { shared }, vec![reader, reconciler])
     }
@@ -442,6 +448,7 @@ async fn read_loop(
     shared: std::sync::Weak<HubShared>,
     client: redis::Client,
     connect_timeout: Duration,
+    reconnected: Arc<Notify>,
 ) {
     let mut backoff = Duration::from_millis(20);
     let mut first = true;
@@ -451,7 +458,7 @@ async fn read_loop(
         let Ok(Ok(pubsub)) = connection else {
             drop(hub);
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
+            backoff = (backoff * 2).min(Duration::from_millis(200));
             continue;
         };
         let (sink, mut stream) = pubsub.split();
@@ -466,6 +473,9 @@ async fn read_loop(
         if !first {
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
             wake_everyone(&hub);
+            // The server may have restarted or been replaced: the watchdog checks every hold
+            // now rather than at its next renewal.
+            reconnected.notify_one();
         }
         first = false;
         drop(hub);

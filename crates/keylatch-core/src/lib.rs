@@ -58,7 +58,7 @@ pub use lock::{
 };
 pub use owner::{Owner, OwnerId};
 pub use release::HoldRelease;
-pub use script::{LuaScript, ScriptCall};
+pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
 pub use watchdog::{
     HoldHandle, HoldState, PendingWork, RENEW_HASH_HOLDS, RENEWAL_BATCH, Renewal, WatchdogRegistry,
     WatchdogStats,

@@ -4,6 +4,12 @@ use std::sync::OnceLock;
 
 use deadpool_redis::redis::{self, ToRedisArgs};
 
+/// Lua that defines `next_token(key)`: the next fencing token of the counter `key`, never below
+/// the server clock in microseconds, so that tokens keep increasing even when the counter is lost
+/// (a restart without persistence, a failover, `FLUSHALL`). Prepend it with
+/// [`LuaScript::taking_with`].
+pub const NEXT_TOKEN: &str = include_str!("lua/next_token.lua");
+
 /// A Lua script compiled into the program, run by its SHA1 (EVALSHA).
 ///
 /// Declare each script once, as a `static`, next to the Rust that runs it:
@@ -23,8 +29,10 @@ pub struct LuaScript {
     name: &'static str,
     /// The shebang line that carries the script's flags (Redis 7), or nothing.
     header: &'static str,
+    /// Shared Lua the script builds on (such as [`NEXT_TOKEN`]), or nothing.
+    prelude: &'static str,
     source: &'static str,
-    /// The source Redis runs: `header` then `source`.
+    /// The source Redis runs: `header`, `prelude`, then `source`.
     full: OnceLock<String>,
     hash: OnceLock<String>,
 }
@@ -34,7 +42,7 @@ impl LuaScript {
     /// script that writes must not run out of memory half-way. Prefer
     /// [`taking`](LuaScript::taking) or [`freeing`](LuaScript::freeing).
     pub const fn new(name: &'static str, source: &'static str) -> LuaScript {
-        LuaScript::with_header(name, "", source)
+        LuaScript::with_header(name, "", "", source)
     }
 
     /// Declares a script that takes something (a hold, a permit, a queue place): it declares
@@ -42,20 +50,36 @@ impl LuaScript {
     /// `noeviction`) the server refuses it before it runs, and nothing is half-written. The
     /// caller gets [`Error::OutOfMemory`](crate::Error::OutOfMemory). Needs Redis 7.
     pub const fn taking(name: &'static str, source: &'static str) -> LuaScript {
-        LuaScript::with_header(name, "#!lua\n", source)
+        LuaScript::with_header(name, "#!lua\n", "", source)
+    }
+
+    /// As [`taking`](LuaScript::taking), with shared Lua (`prelude`, such as [`NEXT_TOKEN`])
+    /// placed before `source`.
+    pub const fn taking_with(
+        name: &'static str,
+        prelude: &'static str,
+        source: &'static str,
+    ) -> LuaScript {
+        LuaScript::with_header(name, "#!lua\n", prelude, source)
     }
 
     /// Declares a script that only frees or extends (a release, a renewal, leaving a queue):
     /// it declares `allow-oom`, so it runs even when Redis is out of memory, which it helps
     /// relieve. Needs Redis 7.
     pub const fn freeing(name: &'static str, source: &'static str) -> LuaScript {
-        LuaScript::with_header(name, "#!lua flags=allow-oom\n", source)
+        LuaScript::with_header(name, "#!lua flags=allow-oom\n", "", source)
     }
 
-    const fn with_header(name: &'static str, header: &'static str, source: &'static str) -> Self {
+    const fn with_header(
+        name: &'static str,
+        header: &'static str,
+        prelude: &'static str,
+        source: &'static str,
+    ) -> Self {
         LuaScript {
             name,
             header,
+            prelude,
             source,
             full: OnceLock::new(),
             hash: OnceLock::new(),
@@ -70,7 +94,7 @@ impl LuaScript {
     /// The source Redis runs: the flags' shebang line, if any, then the Lua source.
     pub fn source(&self) -> &str {
         self.full
-            .get_or_init(|| format!("{}{}", self.header, self.source))
+            .get_or_init(|| format!("{}{}{}", self.header, self.prelude, self.source))
     }
 
     /// The SHA1 that EVALSHA uses.

@@ -118,9 +118,10 @@ pub struct WatchdogStats {
 impl WatchdogRegistry {
     pub(crate) fn start(
         commands: Arc<Commands>,
+        reconnected: Arc<tokio::sync::Notify>,
     ) -> (WatchdogRegistry, tokio::task::JoinHandle<()>) {
         let shared = Arc::new(Shared::default());
-        let task = tokio::spawn(run(Arc::downgrade(&shared), commands));
+        let task = tokio::spawn(run(Arc::downgrade(&shared), commands, reconnected));
         (WatchdogRegistry { shared }, task)
     }
 
@@ -380,7 +381,7 @@ struct Pending {
     lease: Duration,
 }
 
-async fn run(shared: Weak<Shared>, commands: Arc<Commands>) {
+async fn run(shared: Weak<Shared>, commands: Arc<Commands>, reconnected: Arc<tokio::sync::Notify>) {
     loop {
         let next = {
             let Some(shared) = shared.upgrade() else {
@@ -395,14 +396,29 @@ async fn run(shared: Weak<Shared>, commands: Arc<Commands>) {
             };
             async move { shared.rescheduled.notified().await }
         };
-        match next {
+        let check_now = match next {
             Some(at) => {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(at) => {}
+                    _ = tokio::time::sleep_until(at) => false,
                     _ = rescheduled => continue,
+                    () = reconnected.notified() => true,
                 }
             }
-            None => rescheduled.await,
+            None => tokio::select! {
+                _ = rescheduled => continue,
+                () = reconnected.notified() => true,
+            },
+        };
+        if check_now {
+            // The connection came back (the server may have restarted or been replaced):
+            // every watched hold is renewed now, so a hold that is gone is known lost at once.
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let now = Instant::now();
+            for next in shared.schedule.lock().expect("watchdog lock").values_mut() {
+                *next = now;
+            }
         }
         let Some(shared) = shared.upgrade() else {
             return;
@@ -485,9 +501,13 @@ async fn tick(shared: &Shared, commands: &Commands) {
         .fetch_add(calls.len() as u64, Ordering::Relaxed);
     let mut sent_at = Instant::now();
     let mut outcome = commands.eval_batch(&calls).await;
-    if outcome.as_ref().is_err_and(|e| e.is_ambiguous()) {
-        // The connection broke (a restart, a killed connection): it has been discarded; try
-        // once more on a fresh one, so a lost hold is still noticed within this interval.
+    // A connection broke (a restart, a killed connection): it has been discarded; try again,
+    // on each of the others (which may be broken too) and then on a fresh one, so a lost hold
+    // is still noticed within this tick.
+    for _ in 0..commands.connection_count() {
+        if !outcome.as_ref().is_err_and(|e| e.is_ambiguous()) {
+            break;
+        }
         sent_at = Instant::now();
         outcome = commands.eval_batch(&calls).await;
     }
@@ -515,7 +535,10 @@ async fn tick(shared: &Shared, commands: &Commands) {
         let Some(Value::Array(flags)) = reply else {
             let mut schedule = shared.schedule.lock().expect("watchdog lock");
             if let Some(next) = schedule.get_mut(lease) {
-                *next = (*next).min(retry_at + (*lease / 12).max(Duration::from_millis(10)));
+                // Soon, and at most 250 ms later: the hold's deadline is running.
+                let soon =
+                    (*lease / 12).clamp(Duration::from_millis(10), Duration::from_millis(250));
+                *next = (*next).min(retry_at + soon);
             }
             continue;
         };

@@ -3,7 +3,7 @@
 //! the server clock, type checks, eviction of dead waiters, waking one waiter), prepended at
 //! compile time; the watchdog's refresh shares `lua/queue_lib.lua`.
 
-use keylatch_core::{LuaScript, RENEW_HASH_HOLDS};
+use keylatch_core::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
 
 macro_rules! with_prelude {
     ($file:literal) => {
@@ -16,7 +16,7 @@ macro_rules! with_prelude {
 }
 
 pub(crate) static ACQUIRE: LuaScript =
-    LuaScript::taking("fair_acquire", with_prelude!("lua/acquire.lua"));
+    LuaScript::taking_with("fair_acquire", NEXT_TOKEN, with_prelude!("lua/acquire.lua"));
 pub(crate) static RELEASE: LuaScript =
     LuaScript::freeing("fair_release", with_prelude!("lua/release.lua"));
 pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(

@@ -1,9 +1,12 @@
 //! The reentrant lock's scripts, one static each.
 
-use keylatch_core::{LuaScript, RENEW_HASH_HOLDS};
+use keylatch_core::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
 
-pub(crate) static ACQUIRE: LuaScript =
-    LuaScript::taking("reentrant_acquire", include_str!("lua/acquire.lua"));
+pub(crate) static ACQUIRE: LuaScript = LuaScript::taking_with(
+    "reentrant_acquire",
+    NEXT_TOKEN,
+    include_str!("lua/acquire.lua"),
+);
 pub(crate) static RELEASE: LuaScript =
     LuaScript::freeing("reentrant_release", include_str!("lua/release.lua"));
 pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(

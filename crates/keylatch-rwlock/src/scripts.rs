@@ -1,6 +1,6 @@
 //! The read-write lock's scripts, one static each.
 
-use keylatch_core::LuaScript;
+use keylatch_core::{LuaScript, NEXT_TOKEN};
 
 pub(crate) static READ_ACQUIRE: LuaScript =
     LuaScript::taking("rwlock_read_acquire", include_str!("lua/read_acquire.lua"));
@@ -8,8 +8,9 @@ pub(crate) static READ_RELEASE: LuaScript =
     LuaScript::freeing("rwlock_read_release", include_str!("lua/read_release.lua"));
 pub(crate) static READ_RENEW: LuaScript =
     LuaScript::freeing("rwlock_read_renew", include_str!("lua/read_renew.lua"));
-pub(crate) static WRITE_ACQUIRE: LuaScript = LuaScript::taking(
+pub(crate) static WRITE_ACQUIRE: LuaScript = LuaScript::taking_with(
     "rwlock_write_acquire",
+    NEXT_TOKEN,
     include_str!("lua/write_acquire.lua"),
 );
 pub(crate) static WRITE_RELEASE: LuaScript = LuaScript::freeing(

@@ -18,7 +18,7 @@ local id = ARGV[2]
 local function grant()
   local token = false
   if ARGV[4] == '1' then
-    token = redis.call('incr', KEYS[6])
+    token = next_token(KEYS[6])
   end
   redis.call('hincrby', KEYS[1], id, 1)
   redis.call('pexpire', KEYS[1], ARGV[1])

@@ -14,7 +14,7 @@ end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local token = false
   if ARGV[3] == '1' then
-    token = redis.call('incr', KEYS[2])
+    token = next_token(KEYS[2])
   end
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])

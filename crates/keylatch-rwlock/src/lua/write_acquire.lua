@@ -29,7 +29,7 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
   if ARGV[5] == '1' then
-    return {redis.call('incr', KEYS[3])}
+    return {next_token(KEYS[3])}
   end
   return nil
 end
@@ -42,7 +42,7 @@ if mode == false and pttl == -2 then
   -- No longer waiting (an empty zset disappears by itself).
   redis.call('zrem', KEYS[2], ARGV[2])
   if ARGV[5] == '1' then
-    return {redis.call('incr', KEYS[3])}
+    return {next_token(KEYS[3])}
   end
   return nil
 end
