@@ -153,8 +153,12 @@ async fn main() {
     };
     let after = command_counts(&mut raw).await;
     // The same scripts keylatch runs, sent raw: separates the library's cost from the scripts'.
-    let acquire = redis::Script::new(include_str!("../../crates/keylatch-reentrant/src/lua/acquire.lua"));
-    let release = redis::Script::new(include_str!("../../crates/keylatch-reentrant/src/lua/release.lua"));
+    let acquire = redis::Script::new(include_str!(
+        "../../crates/keylatch-reentrant/src/lua/acquire.lua"
+    ));
+    let release = redis::Script::new(include_str!(
+        "../../crates/keylatch-reentrant/src/lua/release.lua"
+    ));
     let own_rate = {
         let start = Instant::now();
         let mut handles = Vec::new();

@@ -127,9 +127,9 @@ pub struct InspectArgs {
     pub limit: u32,
 }
 
-/// Parses `500ms`, `10s`, `1m 30s` (humantime).
+/// Parses `500ms`, `10s`, `1m 30s`: the library's one duration grammar (humantime).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 500ms, 10s, 2m)"))
+    keylatch::core::parse_duration(text)
 }
 
 /// `keylatch bench`.

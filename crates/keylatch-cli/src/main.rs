@@ -67,14 +67,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// Tracing on stderr: `RUST_LOG` when set (e.g. `RUST_LOG=keylatch_core=debug`), else warnings
+/// and errors, `-v` debug, `-vv` trace. Colour only on a terminal.
 fn init_tracing(verbose: u8) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+
     let level = match verbose {
-        0 => return,
-        1 => tracing::Level::DEBUG,
-        _ => tracing::Level::TRACE,
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::new(spec),
+        _ => EnvFilter::new(level),
     };
     tracing_subscriber::fmt()
-        .with_max_level(level)
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -11,9 +11,12 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 /// How a [`Client`](crate::Client) connects and how long its holds last.
 ///
-/// Build one with [`Config::builder`], take the defaults with [`Config::from_env`], or
-/// deserialise one (durations are written `"500ms"`, `"30s"`, `"2m"`, or as a number of
-/// milliseconds):
+/// Build one with [`Config::builder`], take the defaults with [`Config::from_env`], change a
+/// few fields of the defaults with struct update syntax (`Config { watchdog_timeout, ..
+/// Config::default() }`), or keep it in the application's own configuration file: it is
+/// `Serialize` and `Deserialize`, with durations written as text (`"500ms"`, `"30s"`, `"2m"`;
+/// a bare number is refused, with a message that says to add a unit). `Default` reads no
+/// environment variable.
 ///
 /// ```
 /// # fn main() -> keylatch::Result<()> {
@@ -27,7 +30,7 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// assert_eq!(config.renewal_interval(), Duration::from_secs(3));
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Config {
@@ -258,43 +261,44 @@ impl ConfigBuilder {
     }
 }
 
-/// Parses `"250ms"`, `"30s"`, `"2m"`, `"1h"` or a plain number of milliseconds.
-pub fn parse_duration(text: &str) -> Option<Duration> {
+/// Parses a duration in keylatch's one grammar, humantime's: `"250ms"`, `"30s"`, `"2m"`,
+/// `"1h 30m"`. A bare number is refused with a message that says to add a unit.
+///
+/// # Errors
+/// A message for people: what is wrong and an example.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let scale = match unit.trim() {
-        "" | "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => return None,
-    };
-    let secs = value * scale;
-    (secs.is_finite() && (0.0..1e12).contains(&secs)).then(|| Duration::from_secs_f64(secs))
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "{text:?} has no unit: write {text}ms, {text}s or {text}m"
+        ));
+    }
+    humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e} (examples: 500ms, 10s, 2m)"))
 }
 
+/// Durations in configuration files: humantime text both ways (`"30s"`).
 mod duration {
     use std::time::Duration;
 
-    use serde::{Deserialize, Deserializer, de::Error};
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub(super) fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_duration(*value))
+    }
 
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Repr {
-        Millis(u64),
+        Number(f64),
         Text(String),
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         match Repr::deserialize(d)? {
-            Repr::Millis(ms) => Ok(Duration::from_millis(ms)),
-            Repr::Text(text) => super::parse_duration(&text)
-                .ok_or_else(|| D::Error::custom(format!("invalid duration {text:?}"))),
+            Repr::Number(n) => Err(D::Error::custom(format!(
+                "the duration {n} has no unit: write \"{n}ms\", \"{n}s\" or \"{n}m\""
+            ))),
+            Repr::Text(text) => super::parse_duration(&text).map_err(D::Error::custom),
         }
     }
 }
@@ -305,19 +309,21 @@ mod tests {
 
     #[test]
     fn durations_parse() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("250"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("ten"), None);
-        assert_eq!(parse_duration("5 parsecs"), None);
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+        let bare = parse_duration("250").unwrap_err();
+        assert!(bare.contains("no unit") && bare.contains("250ms"), "{bare}");
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("99999999999999999999999s").is_err());
     }
 
     #[test]
     fn deserialises_with_readable_durations() {
         let config: Config = serde_json::from_str(
-            r#"{"url": "redis://10.0.0.1:6380", "watchdog_timeout": "10s", "fallback_poll": 500}"#,
+            r#"{"url": "redis://10.0.0.1:6380", "watchdog_timeout": "10s", "fallback_poll": "500ms"}"#,
         )
         .unwrap();
         assert_eq!(config.url, "redis://10.0.0.1:6380");
@@ -326,6 +332,12 @@ mod tests {
         assert_eq!(config.connections, 2, "missing fields take their defaults");
         assert!(serde_json::from_str::<Config>(r#"{"watchdog_timeout": "soon"}"#).is_err());
         assert!(serde_json::from_str::<Config>(r#"{"colour": "blue"}"#).is_err());
+        let bare = serde_json::from_str::<Config>(r#"{"fallback_poll": 500}"#).unwrap_err();
+        assert!(bare.to_string().contains("no unit"), "{bare}");
+        // Round trip: what is written reads back the same.
+        let written = serde_json::to_string(&config).unwrap();
+        assert!(written.contains(r#""watchdog_timeout":"10s""#), "{written}");
+        assert_eq!(serde_json::from_str::<Config>(&written).unwrap(), config);
     }
 
     #[test]
