@@ -68,6 +68,9 @@ cargo test --workspace --doc --locked 2>&1 | tee -a "$TEST_LOG"
 step "docs (RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps --locked)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
+step "packaging (cargo publish --workspace --dry-run: each published crate builds from its package alone)"
+cargo publish --workspace --dry-run --locked --allow-dirty
+
 step "examples (each examples/*.rs, with REDIS_URL set)"
 # Prints the [package] name of the Cargo.toml given.
 package_name() {
