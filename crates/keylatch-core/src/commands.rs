@@ -212,6 +212,7 @@ impl Commands {
             Ok(value) => Ok(value),
             Err(err) if is_noscript(&err) => {
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
                 let mut pipe = redis::pipe();
                 pipe.add_command(call.script().load_cmd()).ignore();
                 pipe.add_command(cmd);
@@ -247,6 +248,7 @@ impl Commands {
             .map_err(|e| self.map_error(e, first_key, index, generation))?;
         if replies.iter().any(|r| r.as_ref().is_err_and(is_noscript)) {
             self.script_reloads.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(calls = calls.len(), "NOSCRIPT: scripts reloaded");
             let mut loaded: Vec<&'static LuaScript> = Vec::new();
             for call in calls {
                 if !loaded.iter().any(|s| std::ptr::eq(*s, call.script())) {

@@ -472,6 +472,8 @@ async fn read_loop(
         hub.connected.store(true, Ordering::Relaxed);
         if !first {
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
+            let channels = hub.state.lock().expect("hub lock").channels.len();
+            tracing::info!(channels, "pub/sub reconnected; channels resubscribed");
             wake_everyone(&hub);
             // The server may have restarted or been replaced: the watchdog checks every hold
             // now rather than at its next renewal.

@@ -97,6 +97,19 @@ struct HoldEntry {
     /// How to release the hold, once a guard has attached it: what the client's shutdown
     /// uses.
     release: Option<(std::sync::Arc<dyn HoldRelease>, OwnerId)>,
+    /// When it was acquired, for the lost-hold event.
+    since: Instant,
+}
+
+/// Says that a hold is lost: a `warn` event with the key, the field and how long it was held.
+fn report_lost(key: &HoldKey, entry: &HoldEntry, why: &'static str) {
+    tracing::warn!(
+        key = %key.key,
+        field = %key.field,
+        held_ms = u64::try_from(entry.since.elapsed().as_millis()).unwrap_or(u64::MAX),
+        why,
+        "hold lost"
+    );
 }
 
 /// Counters of the watchdog, for tests and monitoring.
@@ -149,6 +162,7 @@ impl WatchdogRegistry {
             lease,
             state: watch::channel(HoldState::Valid { until }).0,
             release: None,
+            since: acquired_at,
         });
         entry.guards += 1;
         let watched = matches!(renewal, Renewal::Watchdog(_));
@@ -449,10 +463,11 @@ async fn tick(shared: &Shared, commands: &Commands) {
     let mut groups: Vec<(&'static LuaScript, Duration, Vec<Pending>)> = Vec::new();
     {
         let mut holds = shared.holds.lock().expect("watchdog lock");
-        holds.retain(|_, entry| {
+        holds.retain(|key, entry| {
             let expired =
                 matches!(*entry.state.borrow(), HoldState::Valid { until } if until <= now);
             if expired && entry.watched > 0 {
+                report_lost(key, entry, "no renewal succeeded before the lease ended");
                 entry.state.send_replace(HoldState::Lost);
                 return false;
             }
@@ -520,12 +535,16 @@ async fn tick(shared: &Shared, commands: &Commands) {
             .into_iter()
             .map(|reply| {
                 reply
-                    .inspect_err(|err| tracing::debug!(error = %err, "a renewal call failed"))
+                    .inspect_err(|err| tracing::warn!(error = %err, "renewal failed; retrying"))
                     .ok()
             })
             .collect(),
         Err(err) => {
-            tracing::debug!(error = %err, "renewals failed");
+            tracing::warn!(
+                error = %err,
+                calls = groups.len(),
+                "renewal failed; retrying"
+            );
             vec![None; groups.len()]
         }
     };
@@ -556,6 +575,7 @@ async fn tick(shared: &Shared, commands: &Commands) {
                     }
                 });
             } else if entry.watched > 0 {
+                report_lost(&pending.key, entry, "the server no longer has it");
                 entry.state.send_replace(HoldState::Lost);
                 holds.remove(&pending.key);
             }
