@@ -114,12 +114,18 @@ pub enum OnLost {
 /// `keylatch inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The lock, read-write lock or semaphore name.
-    pub name: String,
+    /// The lock, read-write lock or semaphore names (several with --watch).
+    #[arg(required = true, num_args = 1.., value_name = "NAME")]
+    pub names: Vec<String>,
 
-    /// Print JSON.
+    /// Print JSON (with --watch: one JSON object per line and name, each refresh).
     #[arg(long)]
     pub json: bool,
+
+    /// Refresh the view every 500 ms until interrupted: in place on a terminal, as a stream of
+    /// JSON lines with --json.
+    #[arg(long)]
+    pub watch: bool,
 
     /// Show at most this many entries of each list (holders, read holds, waiters, permits);
     /// the totals are always shown.

@@ -16,21 +16,53 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Prints what holds `args.name`.
+/// How often `--watch` refreshes.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Prints what holds each of `args.names`; with `--watch`, again every 500 ms until SIGINT or
+/// SIGTERM.
 pub async fn inspect(url: &str, args: InspectArgs) -> Result<(), Failure> {
-    validate_name(&args.name)?;
+    for name in &args.names {
+        validate_name(name)?;
+    }
+    if args.names.len() > 1 && !args.watch && args.json {
+        return Err(Failure::new(
+            crate::failure::EX_USAGE,
+            "several names with --json need --watch (one JSON object per line)",
+        ));
+    }
     let client = Client::connect_with(Config::builder().url(url).build()?).await?;
     let mut conn = client.pool_connection().await?;
-    let report = describe(&mut conn, &args.name, args.limit as usize).await?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-    } else {
-        print_text(&report);
+    let limit = args.limit as usize;
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let stop = crate::run::interrupted();
+    tokio::pin!(stop);
+    loop {
+        if args.watch && terminal && !args.json {
+            // Clear the screen and go home: the view is redrawn in place.
+            print!("\x1b[2J\x1b[H");
+        }
+        for name in &args.names {
+            let report = describe(&mut conn, name, limit).await?;
+            match (args.json, args.watch) {
+                (true, true) => println!("{}", serde_json::to_string(&report).unwrap_or_default()),
+                (true, false) => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                ),
+                (false, _) => print_text(&report),
+            }
+        }
+        if !args.watch {
+            return Ok(());
+        }
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        tokio::select! {
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+            () = &mut stop => return Ok(()),
+        }
     }
-    Ok(())
 }
 
 async fn key_type<C: ConnectionLike + Send + Sync>(

@@ -150,8 +150,8 @@ fn forward(pid: Option<Pid>, sig: Signal) {
     }
 }
 
-/// Completes on SIGINT or SIGTERM (while waiting for the lock).
-async fn interrupted() {
+/// Completes on SIGINT or SIGTERM (while waiting for the lock, or watching).
+pub(crate) async fn interrupted() {
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),

@@ -147,3 +147,57 @@ fn inspect_of_hostile_data_is_bounded_and_says_what_is_malformed() {
     assert!(text.contains("malformed"), "{text}");
     assert!(text.lines().count() < 20, "{text}");
 }
+
+#[test]
+fn inspect_watch_streams_json_lines_until_interrupted() {
+    use std::io::{BufRead, BufReader};
+
+    let server = server();
+    let mut child = keylatch(
+        &server,
+        &["inspect", "--watch", "--json", "cli-watch-a", "cli-watch-b"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || -> serde_json::Value {
+        serde_json::from_str(&lines.next().expect("a line").unwrap()).expect("a JSON line")
+    };
+    let (a, b) = (next(), next());
+    assert_eq!(
+        (a["name"].as_str(), b["name"].as_str()),
+        (Some("cli-watch-a"), Some("cli-watch-b"))
+    );
+    assert_eq!(a["primitive"], "none");
+    // The next refreshes see a holder appear.
+    server
+        .cli(&[
+            "HSET",
+            "cli-watch-a",
+            "00000000-0000-0000-0000-000000000000:1",
+            "1",
+        ])
+        .unwrap();
+    server.cli(&["PEXPIRE", "cli-watch-a", "30000"]).unwrap();
+    let mut seen = false;
+    for _ in 0..10 {
+        let line = next();
+        if line["name"] == "cli-watch-a" && line["primitive"] == "reentrant" {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "a refresh showed the new holder");
+    let status = std::process::Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        child.wait().unwrap().code(),
+        Some(0),
+        "interrupted: exits cleanly"
+    );
+}
