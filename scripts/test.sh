@@ -59,6 +59,9 @@ cargo fmt --all -- --check
 step "lint (cargo clippy --workspace --all-targets --locked -- -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "lint without optional features (cargo clippy -p keylatch --lib --locked -- -D warnings)"
+cargo clippy -p keylatch --lib --locked -- -D warnings
+
 step "tests (cargo test --workspace --all-targets --locked)"
 cargo test --workspace --all-targets --locked 2>&1 | tee -a "$TEST_LOG"
 
@@ -104,7 +107,7 @@ else
         STEP="example $name of $crate"
         log "running example $name (crate $crate)"
         timeout --kill-after=10s "${KEYLATCH_EXAMPLE_TIMEOUT:-300}" \
-            cargo run --locked -p "$crate" --example "$name"
+            cargo run --locked -p "$crate" --all-features --example "$name"
     done
     stop_throwaway_redis
     unset REDIS_URL

@@ -280,11 +280,16 @@ impl Client {
     /// # Errors
     /// [`Error::Closed`].
     #[doc(hidden)]
-    pub fn begin_acquisition(&self) -> Result<Acquisition> {
+    pub fn begin_acquisition(&self, primitive: &'static str) -> Result<Acquisition> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
-        Ok(Acquisition(Done::enter(&self.inner.active)))
+        Ok(Acquisition {
+            _active: Done::enter(&self.inner.active),
+            primitive,
+            started: Instant::now(),
+            outcome: None,
+        })
     }
 
     /// Completes when the client's shutdown starts.
@@ -450,7 +455,28 @@ impl Background {
 /// An acquisition under way; see [`Client::begin_acquisition`].
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct Acquisition(#[allow(dead_code, reason = "held for its drop")] Done);
+pub struct Acquisition {
+    _active: Done,
+    primitive: &'static str,
+    started: Instant,
+    /// How it ended, once known: `acquired`, `timed_out`; otherwise it failed or was dropped.
+    outcome: Option<&'static str>,
+}
+
+impl Acquisition {
+    /// Records how the acquisition ended (`acquired`, `timed_out`), for the metrics.
+    pub fn finish(&mut self, outcome: &'static str) {
+        self.outcome = Some(outcome);
+    }
+}
+
+impl Drop for Acquisition {
+    fn drop(&mut self) {
+        // Neither acquired nor timed out: an error, or a dropped (cancelled) future.
+        let outcome = self.outcome.unwrap_or("error_or_cancelled");
+        crate::telemetry::acquisition(self.primitive, outcome, self.started.elapsed());
+    }
+}
 
 /// Decrements the pending count when a background task (or an acquisition) ends, however it
 /// ends.

@@ -112,6 +112,8 @@ impl Commands {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        // Every caller sends one command or pipeline on the connection it gets.
+        crate::telemetry::round_trip();
         let slot = &self.slots[index];
         if let Some(held) = slot.current.lock().expect("slot lock").as_ref() {
             return Ok((held.generation, held.conn.clone()));
@@ -213,6 +215,7 @@ impl Commands {
             Err(err) if is_noscript(&err) => {
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
+                crate::telemetry::round_trip();
                 let mut pipe = redis::pipe();
                 pipe.add_command(call.script().load_cmd()).ignore();
                 pipe.add_command(cmd);
@@ -249,6 +252,7 @@ impl Commands {
         if replies.iter().any(|r| r.as_ref().is_err_and(is_noscript)) {
             self.script_reloads.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(calls = calls.len(), "NOSCRIPT: scripts reloaded");
+            crate::telemetry::round_trip();
             let mut loaded: Vec<&'static LuaScript> = Vec::new();
             for call in calls {
                 if !loaded.iter().any(|s| std::ptr::eq(*s, call.script())) {

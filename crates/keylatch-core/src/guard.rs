@@ -36,6 +36,14 @@ struct Inner {
     client: Client,
     release: Arc<dyn HoldRelease>,
     hold: HoldHandle,
+    /// When the guard was made, for the hold-time metric.
+    since: Instant,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        crate::telemetry::released(self.since.elapsed());
+    }
 }
 
 impl LockGuard {
@@ -56,6 +64,7 @@ impl LockGuard {
                 client,
                 release,
                 hold,
+                since: Instant::now(),
             }),
             name,
             owner,
@@ -321,7 +330,7 @@ impl Drop for LockGuard {
             let pending = inner.hold.begin_pending();
             inner.hold.release();
             let owner = self.owner;
-            let release = inner.release;
+            let release = inner.release.clone();
             let window = inner.client.settle_window();
             inner.client.spawn_background(async move {
                 let _pending = pending;

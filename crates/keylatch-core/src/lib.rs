@@ -41,6 +41,7 @@ mod lock;
 mod owner;
 mod release;
 mod script;
+mod telemetry;
 mod watchdog;
 
 pub use client::{Acquisition, Client, ClientStats};

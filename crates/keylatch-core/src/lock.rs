@@ -197,6 +197,7 @@ pub enum Attempt<T> {
 /// Cancel safe if `attempt` is: the subscription is released on drop.
 pub async fn wait_for<T, F, Fut>(
     client: &Client,
+    primitive: &'static str,
     channel: &str,
     wake: WakeMode,
     deadline: Option<Instant>,
@@ -206,16 +207,20 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
 {
-    let _acquisition = client.begin_acquisition()?;
+    let mut acquisition = client.begin_acquisition(primitive)?;
     let mut failures = 0;
     let mut remaining = match open(
         client,
         retrying(&mut attempt, deadline, &mut failures).await,
     )? {
-        Attempt::Done(value) => return Ok(Some(value)),
+        Attempt::Done(value) => {
+            acquisition.finish("acquired");
+            return Ok(Some(value));
+        }
         Attempt::Retry(remaining) => remaining,
     };
     if deadline.is_some_and(|d| d <= Instant::now()) {
+        acquisition.finish("timed_out");
         return Ok(None);
     }
     let poll = client.config().fallback_poll;
@@ -229,7 +234,10 @@ where
             client,
             retrying(&mut attempt, deadline, &mut failures).await,
         )? {
-            Attempt::Done(value) => return Ok(Some(value)),
+            Attempt::Done(value) => {
+                acquisition.finish("acquired_after_waiting");
+                return Ok(Some(value));
+            }
             Attempt::Retry(r) => remaining = r.or(remaining),
         }
         let now = Instant::now();
@@ -239,6 +247,7 @@ where
         }
         if let Some(deadline) = deadline {
             if deadline <= now {
+                acquisition.finish("timed_out");
                 return Ok(None);
             }
             until = until.min(deadline);

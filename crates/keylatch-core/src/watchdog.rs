@@ -103,6 +103,7 @@ struct HoldEntry {
 
 /// Says that a hold is lost: a `warn` event with the key, the field and how long it was held.
 fn report_lost(key: &HoldKey, entry: &HoldEntry, why: &'static str) {
+    crate::telemetry::hold_lost();
     tracing::warn!(
         key = %key.key,
         field = %key.field,
@@ -552,6 +553,7 @@ async fn tick(shared: &Shared, commands: &Commands) {
     let mut holds = shared.holds.lock().expect("watchdog lock");
     for ((_, lease, batch), reply) in groups.iter().zip(replies) {
         let Some(Value::Array(flags)) = reply else {
+            crate::telemetry::renewals("failed", batch.len() as u64);
             let mut schedule = shared.schedule.lock().expect("watchdog lock");
             if let Some(next) = schedule.get_mut(lease) {
                 // Soon, and at most 250 ms later: the hold's deadline is running.
@@ -566,6 +568,7 @@ async fn tick(shared: &Shared, commands: &Commands) {
             let Some(entry) = holds.get_mut(&pending.key).filter(|e| e.id == pending.id) else {
                 continue;
             };
+            crate::telemetry::renewals(if renewed { "renewed" } else { "gone" }, 1);
             if renewed {
                 shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
                 let until = sent_at + pending.lease;

@@ -63,8 +63,8 @@ impl FairLock {
             lease,
             renewal,
         };
-        let _acquisition = self.client.begin_acquisition()?;
-        match options.wait() {
+        let mut acquisition = self.client.begin_acquisition("fair")?;
+        let result = match options.wait() {
             Some(wait) if wait.is_zero() => {
                 match open(&self.client, self.attempt(&request, Queue::Never).await)? {
                     Attempt::Done(guard) => Ok(Some(guard)),
@@ -72,7 +72,13 @@ impl FairLock {
                 }
             }
             _ => self.wait(&request, options.deadline()).await,
+        };
+        match &result {
+            Ok(Some(_)) => acquisition.finish("acquired"),
+            Ok(None) => acquisition.finish("timed_out"),
+            Err(_) => {}
         }
+        result
     }
 
     async fn wait(

@@ -171,6 +171,7 @@ impl ReentrantLock {
         let deadline = options.deadline();
         keylatch_core::wait_for(
             &self.client,
+            "reentrant",
             self.channel(),
             WakeMode::One,
             deadline,

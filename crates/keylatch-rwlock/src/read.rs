@@ -137,6 +137,7 @@ impl ReadLock {
         let deadline = options.deadline();
         keylatch_core::wait_for(
             &self.shared.client,
+            "read",
             &self.shared.channel,
             WakeMode::All,
             deadline,

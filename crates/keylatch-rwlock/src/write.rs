@@ -214,6 +214,7 @@ impl WriteLock {
         ));
         let result = keylatch_core::wait_for(
             &shared.client,
+            "write",
             &shared.channel,
             WakeMode::All,
             deadline,

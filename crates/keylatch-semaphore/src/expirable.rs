@@ -438,6 +438,7 @@ impl PermitExpirableSemaphore {
         let deadline = options.deadline();
         wait_for(
             &self.shared.client,
+            "expirable_semaphore",
             self.channel(),
             wake_mode(permits),
             deadline,

@@ -376,6 +376,7 @@ impl Semaphore {
         }
         let taken = wait_for(
             &self.shared.client,
+            "semaphore",
             self.channel(),
             wake_mode(permits),
             options.deadline(),
