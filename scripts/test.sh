@@ -59,8 +59,8 @@ cargo fmt --all -- --check
 step "lint (cargo clippy --workspace --all-targets --locked -- -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "lint without optional features (cargo clippy -p keylatch --lib --locked -- -D warnings)"
-cargo clippy -p keylatch --lib --locked -- -D warnings
+step "lint without optional features (cargo clippy -p keylatch --lib --no-default-features --locked -- -D warnings)"
+cargo clippy -p keylatch --lib --no-default-features --locked -- -D warnings
 
 step "tests (cargo test --workspace --all-targets --locked)"
 cargo test --workspace --all-targets --locked 2>&1 | tee -a "$TEST_LOG"

@@ -474,7 +474,14 @@ impl Drop for Acquisition {
     fn drop(&mut self) {
         // Neither acquired nor timed out: an error, or a dropped (cancelled) future.
         let outcome = self.outcome.unwrap_or("error_or_cancelled");
-        crate::telemetry::acquisition(self.primitive, outcome, self.started.elapsed());
+        let waited = self.started.elapsed();
+        tracing::debug!(
+            primitive = self.primitive,
+            outcome,
+            waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
+            "acquisition ended"
+        );
+        crate::telemetry::acquisition(self.primitive, outcome, waited);
     }
 }
 

@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, Result};
 
 /// The URL used when neither `KEYLATCH_REDIS_URL` nor `REDIS_URL` is set.
@@ -14,7 +12,7 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// Build one with [`Config::builder`], take the defaults with [`Config::from_env`], change a
 /// few fields of the defaults with struct update syntax (`Config { watchdog_timeout, ..
 /// Config::default() }`), or keep it in the application's own configuration file: it is
-/// `Serialize` and `Deserialize`, with durations written as text (`"500ms"`, `"30s"`, `"2m"`;
+/// `Serialize` and `Deserialize` (feature `serde`, on by default), with durations written as text (`"500ms"`, `"30s"`, `"2m"`;
 /// a bare number is refused, with a message that says to add a unit). `Default` reads no
 /// environment variable.
 ///
@@ -30,50 +28,51 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// assert_eq!(config.renewal_interval(), Duration::from_secs(3));
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 #[non_exhaustive]
 pub struct Config {
     /// The Redis URL (`redis://`, `rediss://`, `redis+unix://`).
     pub url: String,
     /// The lease of a hold taken without an explicit lease; the watchdog renews it every
     /// third of this while the hold lives. Redisson's default: 30 s.
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub watchdog_timeout: Duration,
     /// How many multiplexed connections the client keeps open for commands.
     pub connections: usize,
     /// How long to wait for a TCP connection (and its handshake).
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub connect_timeout: Duration,
     /// How long to wait for a command's reply before calling its outcome unknown.
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub response_timeout: Duration,
     /// The longest a waiter sleeps between retries when no wake-up message arrives (messages
     /// are hints; a retry happens at the latest after this, with ±20 % jitter, or when the
     /// holder's lease ends, whichever comes first).
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub fallback_poll: Duration,
     /// How long the pub/sub hub keeps a channel subscribed after its last local waiter left,
     /// so that a task that waits again soon (a worker taking job after job) finds it
     /// subscribed instead of paying a `SUBSCRIBE` and an `UNSUBSCRIBE` per wait. Zero
     /// unsubscribes at once.
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub subscription_linger: Duration,
     /// The longest `unlock().await` (and a permit's `release().await`) waits for the server:
     /// past it the call returns [`Error::Timeout`] and the release goes on in the background,
     /// retried until it is known applied or [`Config::settle_window`] passes; the lease ends the
     /// hold at the latest.
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub release_timeout: Duration,
     /// How long a release (or the undo of an acquire) whose reply was lost goes on being
     /// retried in the background, and how long the request markers that make those retries
     /// apply once live: a server paused or cut off for less than this still gets every
     /// release once it answers again. At least `3 × response_timeout + 1 s` is used.
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub settle_window: Duration,
     /// The longest [`Client::shutdown`](crate::Client::shutdown) takes to release what the
     /// client holds.
-    #[serde(with = "duration")]
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub shutdown_timeout: Duration,
     /// Accept lock names with `{` or `}`, which Redisson reads as a cluster hash tag: a name
     /// `{x}` then shares every derived key (fair queue, semaphore timeouts, channels) with the
@@ -277,6 +276,7 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
 }
 
 /// Durations in configuration files: humantime text both ways (`"30s"`).
+#[cfg(feature = "serde")]
 mod duration {
     use std::time::Duration;
 
@@ -320,6 +320,7 @@ mod tests {
         assert!(parse_duration("99999999999999999999999s").is_err());
     }
 
+    #[cfg(feature = "serde")]
     #[test]
     fn deserialises_with_readable_durations() {
         let config: Config = serde_json::from_str(

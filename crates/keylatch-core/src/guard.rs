@@ -42,7 +42,14 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        crate::telemetry::released(self.since.elapsed());
+        let held = self.since.elapsed();
+        tracing::debug!(
+            key = self.hold.key(),
+            field = self.hold.field(),
+            held_us = u64::try_from(held.as_micros()).unwrap_or(u64::MAX),
+            "hold ended"
+        );
+        crate::telemetry::released(held);
     }
 }
 

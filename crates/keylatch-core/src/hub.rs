@@ -416,6 +416,7 @@ async fn reconcile_loop(
 
 fn dispatch(shared: &HubShared, msg: &redis::Msg) {
     shared.messages.fetch_add(1, Ordering::Relaxed);
+    tracing::trace!(channel = msg.get_channel_name(), "wake-up message");
     let state = shared.state.lock().expect("hub lock");
     if let Some(channel) = state.channels.get(msg.get_channel_name()) {
         channel.wake(msg.get_payload_bytes());
