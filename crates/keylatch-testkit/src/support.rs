@@ -6,8 +6,6 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::server::{LOG_FILE, STDIO_FILE};
 
@@ -16,7 +14,6 @@ const LOG_TAIL_LINES: usize = 20;
 
 /// Ports handed to live servers of this process, so two never get the same one.
 static PORTS_IN_USE: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
-static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Picks a free loopback port not used by another server of this process.
 pub(crate) fn reserve_free_port() -> io::Result<u16> {
@@ -43,28 +40,12 @@ pub(crate) fn release_port(port: u16) {
 }
 
 pub(crate) fn make_temp_dir() -> io::Result<PathBuf> {
-    let base = std::env::temp_dir();
-    loop {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "keylatch-redis-{}-{}-{nanos}",
-            std::process::id(),
-            DIR_COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = base.join(name);
-        match fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("cannot create temp dir {}: {e}", dir.display()),
-                ));
-            }
-        }
-    }
+    // Kept (not deleted on drop): the server owns the directory and removes it when it stops.
+    tempfile::Builder::new()
+        .prefix(&format!("keylatch-redis-{}-", std::process::id()))
+        .tempdir()
+        .map(tempfile::TempDir::keep)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create a temp dir: {e}")))
 }
 
 /// Deletes everything in `dir` except the log files (dump.rdb, AOF dir, ...).
