@@ -287,6 +287,7 @@ impl Client {
         Ok(Acquisition {
             _active: Done::enter(&self.inner.active),
             primitive,
+            lock: None,
             started: Instant::now(),
             outcome: None,
         })
@@ -458,12 +459,23 @@ impl Background {
 pub struct Acquisition {
     _active: Done,
     primitive: &'static str,
+    /// What is acquired (its wake-up channel, which names it), kept only when debug events are
+    /// on, for the event at the end.
+    lock: Option<String>,
     started: Instant,
     /// How it ended, once known: `acquired`, `timed_out`; otherwise it failed or was dropped.
     outcome: Option<&'static str>,
 }
 
 impl Acquisition {
+    /// Names what is acquired in the debug event at the end (copied only when debug events
+    /// are enabled).
+    pub fn naming(&mut self, lock: &str) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            self.lock = Some(lock.to_owned());
+        }
+    }
+
     /// Records how the acquisition ended (`acquired`, `timed_out`), for the metrics.
     pub fn finish(&mut self, outcome: &'static str) {
         self.outcome = Some(outcome);
@@ -477,6 +489,7 @@ impl Drop for Acquisition {
         let waited = self.started.elapsed();
         tracing::debug!(
             primitive = self.primitive,
+            lock = self.lock.as_deref().unwrap_or(""),
             outcome,
             waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
             "acquisition ended"
@@ -516,14 +529,5 @@ impl fmt::Debug for Client {
 
 /// The URL with any password replaced, for messages.
 pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    match rest.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_owned(),
-    }
+    crate::redact::redact_url(url)
 }

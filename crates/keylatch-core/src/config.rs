@@ -9,9 +9,9 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 /// How a [`Client`](crate::Client) connects and how long its holds last.
 ///
-/// Build one with [`Config::builder`], take the defaults with [`Config::from_env`], change a
-/// few fields of the defaults with struct update syntax (`Config { watchdog_timeout, ..
-/// Config::default() }`), or keep it in the application's own configuration file: it is
+/// Build one with [`Config::builder`] (a few fields changed, the rest defaults), take the
+/// defaults with [`Config::from_env`], or keep it in the application's own configuration file:
+/// it is
 /// `Serialize` and `Deserialize` (feature `serde`, on by default), with durations written as text (`"500ms"`, `"30s"`, `"2m"`;
 /// a bare number is refused, with a message that says to add a unit). `Default` reads no
 /// environment variable.
@@ -28,7 +28,7 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// assert_eq!(config.renewal_interval(), Duration::from_secs(3));
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 #[non_exhaustive]
@@ -80,6 +80,25 @@ pub struct Config {
     /// never for names that come from users. Off by default: such names are refused with
     /// [`Error::InvalidName`].
     pub hash_tagged_names: bool,
+}
+
+/// Shows every field, the URL with its password masked.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("url", &crate::redact::redact_url(&self.url))
+            .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("connections", &self.connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("fallback_poll", &self.fallback_poll)
+            .field("subscription_linger", &self.subscription_linger)
+            .field("release_timeout", &self.release_timeout)
+            .field("settle_window", &self.settle_window)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("hash_tagged_names", &self.hash_tagged_names)
+            .finish()
+    }
 }
 
 impl Default for Config {
@@ -366,5 +385,16 @@ mod tests {
             assert!(Config::builder().subscription_linger(huge).build().is_err());
         }
         assert!(Config::builder().build().is_ok());
+    }
+
+    #[test]
+    fn debug_never_shows_a_password() {
+        let config = Config::builder()
+            .url("redis://app:hunter2@db:6379?password=hunter3")
+            .build()
+            .unwrap();
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hunter"), "{shown}");
+        assert!(shown.contains("app:***@db"), "{shown}");
     }
 }

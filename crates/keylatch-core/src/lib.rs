@@ -39,6 +39,7 @@ mod hub;
 mod keys;
 mod lock;
 mod owner;
+mod redact;
 mod release;
 mod script;
 mod telemetry;
@@ -58,6 +59,7 @@ pub use lock::{
     retrying, wait_for,
 };
 pub use owner::{Owner, OwnerId};
+pub use redact::redact_url;
 pub use release::HoldRelease;
 pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
 pub use watchdog::{

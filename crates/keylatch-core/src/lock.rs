@@ -208,6 +208,7 @@ where
     Fut: Future<Output = Result<Attempt<T>>>,
 {
     let mut acquisition = client.begin_acquisition(primitive)?;
+    acquisition.naming(channel);
     let mut failures = 0;
     let mut remaining = match open(
         client,

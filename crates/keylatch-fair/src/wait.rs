@@ -64,6 +64,7 @@ impl FairLock {
             renewal,
         };
         let mut acquisition = self.client.begin_acquisition("fair")?;
+        acquisition.naming(self.name());
         let result = match options.wait() {
             Some(wait) if wait.is_zero() => {
                 match open(&self.client, self.attempt(&request, Queue::Never).await)? {
