@@ -287,7 +287,13 @@ impl Client {
         Ok(Acquisition {
             _active: Done::enter(&self.inner.active),
             primitive,
-            lock: None,
+            span: tracing::debug_span!(
+                "keylatch.acquire",
+                primitive,
+                lock = tracing::field::Empty,
+                outcome = tracing::field::Empty,
+                waited_us = tracing::field::Empty,
+            ),
             started: Instant::now(),
             outcome: None,
         })
@@ -459,21 +465,17 @@ impl Background {
 pub struct Acquisition {
     _active: Done,
     primitive: &'static str,
-    /// What is acquired (its wake-up channel, which names it), kept only when debug events are
-    /// on, for the event at the end.
-    lock: Option<String>,
+    /// A span per acquisition (`keylatch.acquire`): primitive, lock, outcome, time waited.
+    span: tracing::Span,
     started: Instant,
     /// How it ended, once known: `acquired`, `timed_out`; otherwise it failed or was dropped.
     outcome: Option<&'static str>,
 }
 
 impl Acquisition {
-    /// Names what is acquired in the debug event at the end (copied only when debug events
-    /// are enabled).
+    /// Names what is acquired (the lock's name or wake-up channel) in the acquisition's span.
     pub fn naming(&mut self, lock: &str) {
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            self.lock = Some(lock.to_owned());
-        }
+        self.span.record("lock", lock);
     }
 
     /// Records how the acquisition ended (`acquired`, `timed_out`), for the metrics.
@@ -487,13 +489,13 @@ impl Drop for Acquisition {
         // Neither acquired nor timed out: an error, or a dropped (cancelled) future.
         let outcome = self.outcome.unwrap_or("error_or_cancelled");
         let waited = self.started.elapsed();
-        tracing::debug!(
-            primitive = self.primitive,
-            lock = self.lock.as_deref().unwrap_or(""),
-            outcome,
-            waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
-            "acquisition ended"
+        self.span.record("outcome", outcome);
+        self.span.record(
+            "waited_us",
+            u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
         );
+        self.span
+            .in_scope(|| tracing::debug!(outcome, "acquisition ended"));
         crate::telemetry::acquisition(self.primitive, outcome, waited);
     }
 }

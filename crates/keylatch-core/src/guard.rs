@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::error::Result;
 use crate::owner::{Owner, OwnerId};
@@ -176,6 +177,12 @@ impl LockGuard {
             return Ok(());
         };
         let limit = inner.client.config().release_timeout;
+        let span = tracing::debug_span!(
+            "keylatch.release",
+            key = inner.hold.key(),
+            field = inner.hold.field(),
+            outcome = tracing::field::Empty,
+        );
         let expected = inner.hold.local_count() as u64;
         let undo = UndoGuard::arm(
             &inner.client,
@@ -198,9 +205,19 @@ impl LockGuard {
             }
         };
         // Dropped on the timeout, the armed undo finishes the release in the background.
-        tokio::time::timeout(limit, release)
+        let result = tokio::time::timeout(limit, release)
             .await
-            .unwrap_or(Err(crate::Error::Timeout { after: limit }))
+            .unwrap_or(Err(crate::Error::Timeout { after: limit }));
+        span.record(
+            "outcome",
+            match &result {
+                Ok(()) => "released",
+                Err(crate::Error::NotHeld { .. }) => "not_held",
+                Err(crate::Error::Timeout { .. }) => "timed_out",
+                Err(_) => "error",
+            },
+        );
+        result
     }
 }
 
@@ -275,6 +292,10 @@ impl UndoGuard {
         // The guard stays armed until the undo has succeeded: dropping this future mid-way
         // leaves the undo to the background.
         let mut tries = 0;
+        let mut backoff = Backoff::new(
+            std::time::Duration::from_millis(10),
+            std::time::Duration::from_millis(40),
+        );
         loop {
             let Some(job) = self.armed.as_ref() else {
                 return Ok(());
@@ -286,7 +307,7 @@ impl UndoGuard {
                 }
                 Err(err) if err.is_ambiguous() && tries < 3 => {
                     tries += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;
+                    backoff.wait().await;
                 }
                 // Dropping `self` armed hands the undo to the background.
                 Err(err) => return Err(err),
@@ -318,12 +339,18 @@ async fn settle(
     window: std::time::Duration,
 ) -> Result<()> {
     let deadline = Instant::now() + window;
-    let mut backoff = std::time::Duration::from_millis(10);
+    let mut backoff = Backoff::new(
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_millis(500),
+    );
     loop {
         match release.release_if_count(owner, expected).await {
-            Err(err) if err.is_ambiguous() && Instant::now() + backoff < deadline => {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(std::time::Duration::from_millis(500));
+            Err(err) if err.is_ambiguous() => {
+                let delay = backoff.next_delay();
+                if Instant::now() + delay >= deadline {
+                    return Err(err);
+                }
+                tokio::time::sleep(delay).await;
             }
             other => return other,
         }

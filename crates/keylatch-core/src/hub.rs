@@ -451,15 +451,15 @@ async fn read_loop(
     connect_timeout: Duration,
     reconnected: Arc<Notify>,
 ) {
-    let mut backoff = Duration::from_millis(20);
+    let reconnecting = crate::Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
+    let mut backoff = reconnecting;
     let mut first = true;
     loop {
         let connection = tokio::time::timeout(connect_timeout, client.get_async_pubsub()).await;
         let Some(hub) = shared.upgrade() else { return };
         let Ok(Ok(pubsub)) = connection else {
             drop(hub);
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_millis(200));
+            backoff.wait().await;
             continue;
         };
         let (sink, mut stream) = pubsub.split();
@@ -469,7 +469,7 @@ async fn read_loop(
         if hub.commands.send(HubCommand(Some(tx))).is_ok() {
             let _ = tokio::time::timeout(connect_timeout, rx).await;
         }
-        backoff = Duration::from_millis(20);
+        backoff = reconnecting;
         hub.connected.store(true, Ordering::Relaxed);
         if !first {
             hub.reconnects.fetch_add(1, Ordering::Relaxed);

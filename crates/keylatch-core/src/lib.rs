@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod backoff;
 mod client;
 mod commands;
 mod config;
@@ -45,6 +46,7 @@ mod script;
 mod telemetry;
 mod watchdog;
 
+pub use backoff::Backoff;
 pub use client::{Acquisition, Client, ClientStats};
 pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
 pub use error::{Error, Result};

@@ -299,7 +299,11 @@ where
         match attempt().await {
             Err(err) if err.is_ambiguous() && *failures < TRANSIENT_RETRIES => {
                 *failures += 1;
-                let backoff = Duration::from_millis(10 << (*failures).min(5));
+                let backoff = crate::Backoff::nth(
+                    Duration::from_millis(20),
+                    Duration::from_millis(640),
+                    *failures - 1,
+                );
                 if deadline.is_some_and(|d| d <= Instant::now() + backoff) {
                     return Err(err);
                 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch_core::redis::Value;
-use keylatch_core::{Client, HoldRelease, OwnerId, PendingWork, Result, ScriptCall};
+use keylatch_core::{Backoff, Client, HoldRelease, OwnerId, PendingWork, Result, ScriptCall};
 use tokio::sync::oneshot;
 
 use crate::keys::Keys;
@@ -54,6 +54,7 @@ impl Undo {
     /// killed together.
     async fn release_hold(&self) -> Result<()> {
         let mut tries = 0;
+        let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(40));
         loop {
             match self
                 .release
@@ -62,7 +63,7 @@ impl Undo {
             {
                 Err(err) if err.is_ambiguous() && tries < 3 => {
                     tries += 1;
-                    tokio::time::sleep(Duration::from_millis(5 << tries)).await;
+                    backoff.wait().await;
                 }
                 other => return other,
             }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keylatch_core::redis::Value;
-use keylatch_core::{Client, Error, Result, ScriptCall, lease_millis, suffixed};
+use keylatch_core::{Backoff, Client, Error, Result, ScriptCall, lease_millis, suffixed};
 use tokio::time::Instant;
 
 /// The largest permit count a semaphore holds: Java's `Integer.MAX_VALUE`, so that Redisson
@@ -168,7 +168,7 @@ pub(crate) async fn run_idempotent(
     // Every attempt must reach the server while the first attempt's marker still exists (an
     // attempt sent later could apply twice, or an undo could find no trace of its acquire).
     let last_send = since + window(client).saturating_sub(response_timeout * 2);
-    let mut backoff = Duration::from_millis(10);
+    let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(500));
     let mut attempts = 0;
     loop {
         if Instant::now() >= last_send {
@@ -186,8 +186,7 @@ pub(crate) async fn run_idempotent(
             Ok(value) => return Ok((value, attempts)),
             Err(err) if retriable(&err) => {
                 tracing::debug!(error = %err, script = call.script().name(), "retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(500));
+                backoff.wait().await;
             }
             Err(err) => return Err(err),
         }
