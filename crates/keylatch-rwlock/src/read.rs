@@ -21,9 +21,10 @@ use crate::shared::Shared;
 ///
 /// - **Sharing**: any number of owners may hold the read lock at once, in any number of
 ///   processes, while no one holds the write lock.
-/// - **Reentrancy**: per [`Owner`] (by default the current tokio task); each acquisition is one
-///   hold with its own guard and its own expiry key. The owner of the write lock may take the
-///   read lock too (downgrade).
+/// - **Reentrancy**: per [`Owner`], when asked for (`with_owner`); by default each acquisition
+///   is a new owner. Each acquisition is one hold with its own guard and its own expiry key.
+///   The owner of the write lock may take the read lock too (downgrade:
+///   `read_lock().with_owner(write_guard.owner())`).
 /// - **Fairness**: a new reader waits while a keylatch writer is waiting (no writer
 ///   starvation); an owner that already holds a read hold, or the write hold, re-enters at
 ///   once. Among readers and writers there is no FIFO order.

@@ -25,10 +25,10 @@ pub(crate) const DEFAULT_WRITER_INTENT_TIMEOUT: Duration = Duration::from_secs(5
 ///
 /// - **Exclusion**: one owner at a time, and no reader meanwhile, across every process using
 ///   the name.
-/// - **Reentrancy**: per [`Owner`] (by default the current tokio task). The writer may also
-///   take the read lock (downgrade: after its last write unlock its read holds remain). An
-///   owner that holds only read holds gets [`Error::UpgradeRefused`] at once: waiting for its
-///   own readers to leave would never end.
+/// - **Reentrancy**: per [`Owner`], when asked for (`with_owner`); by default each acquisition
+///   is a new owner. The writer may also take the read lock for its own owner (downgrade: after
+///   its last write unlock its read holds remain). An owner that holds only read holds gets
+///   [`Error::UpgradeRefused`] at once: waiting for its own readers to leave would never end.
 /// - **Fairness**: no writer starvation. A waiting writer records its intent in
 ///   `{name}:write_intent`; new keylatch readers wait behind it while current readers finish
 ///   (readers that re-enter pass). Writers are not ordered among themselves, and while writers
