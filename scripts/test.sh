@@ -72,6 +72,10 @@ step "docs (RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps --locke
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
 step "packaging (cargo publish --workspace --dry-run: each published crate builds from its package alone)"
+# The dry run verifies each package against the others through a local overlay registry,
+# whose unpacked sources cargo reuses by name and version: drop those of an earlier run, or it
+# would build stale sources of this version.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/keylatch*-[0-9]*
 cargo publish --workspace --dry-run --locked --allow-dirty
 
 step "examples (each examples/*.rs, with REDIS_URL set)"
