@@ -133,6 +133,12 @@ fn arbitrary_input_never_panics_and_refusals_write_nothing() {
             let mut conn = conn.clone();
             runtime.block_on(async {
                 let conn = &mut conn;
+                // Each case starts from an empty keyspace: nothing of an earlier case can expire
+                // (and change the keyspace) while this one compares it.
+                let _: () = keylatch::redis::cmd("FLUSHALL")
+                    .query_async(conn)
+                    .await
+                    .unwrap();
                 let lease = Some(lease).filter(|l| !l.is_zero() || wait.is_zero());
                 let options = AcquireOptions::within(wait, lease);
                 let lock = client.lock(&name);
@@ -154,10 +160,16 @@ fn arbitrary_input_never_panics_and_refusals_write_nothing() {
                 }
                 let semaphore = client.semaphore(&name);
                 check(conn, "try_set", semaphore.try_set_permits(count)).await;
+                // A valid time to live is kept long, so the count does not expire mid-case.
+                let ttl = if wait < Duration::from_millis(1) || wait > keylatch::MAX_LEASE {
+                    wait
+                } else {
+                    wait.max(Duration::from_secs(600))
+                };
                 check(
                     conn,
                     "try_set_ttl",
-                    semaphore.try_set_permits_with_ttl(small, wait),
+                    semaphore.try_set_permits_with_ttl(small, ttl),
                 )
                 .await;
                 check(conn, "add", semaphore.add_permits(delta)).await;
