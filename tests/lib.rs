@@ -3,6 +3,7 @@
 #![allow(missing_docs)]
 
 pub mod checker;
+pub mod every;
 pub mod redisson;
 pub mod support;
 pub mod workers;

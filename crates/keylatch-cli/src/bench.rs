@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use keylatch::redis::{self, aio::MultiplexedConnection};
+use keylatch::redis;
 use keylatch::{Client, Config, DistributedLock};
 use serde::Serialize;
 
@@ -62,9 +62,9 @@ fn bar(ops: u64, label: &str, quiet: bool) -> ProgressBar {
 }
 
 /// Runs every scenario and prints the table (or JSON).
-pub async fn bench(url: &str, args: BenchArgs) -> Result<(), Failure> {
-    let client = Client::connect_with(Config::builder().url(url).build()?).await?;
-    let mut raw = raw_connection(url).await?;
+pub async fn bench(config: Config, args: BenchArgs) -> Result<(), Failure> {
+    let client = Client::connect_with(config).await?;
+    let mut raw = client.connection().await?;
     let ops = args.ops as usize;
     let quiet = args.json;
     let prefix = format!("keylatch-bench:{}", client.id());
@@ -168,12 +168,12 @@ pub async fn bench(url: &str, args: BenchArgs) -> Result<(), Failure> {
     );
 
     // Leave nothing behind on the user's Redis.
-    let mut conn = client.pool_connection().await?;
-    let keys: Vec<String> = keylatch::redis::AsyncCommands::keys(&mut *conn, format!("*{prefix}*"))
+    let mut conn = client.connection().await?;
+    let keys: Vec<String> = keylatch::redis::AsyncCommands::keys(&mut conn, format!("*{prefix}*"))
         .await
         .map_err(keylatch::Error::from)?;
     if !keys.is_empty() {
-        let _: () = keylatch::redis::AsyncCommands::del(&mut *conn, &keys)
+        let _: () = keylatch::redis::AsyncCommands::del(&mut conn, &keys)
             .await
             .map_err(keylatch::Error::from)?;
     }
@@ -270,12 +270,4 @@ async fn handoff(
         .map(|w| w[1].0.saturating_duration_since(w[0].1))
         .collect();
     Ok(summarise(label, gaps, elapsed, rt))
-}
-
-async fn raw_connection(url: &str) -> Result<MultiplexedConnection, Failure> {
-    let client = redis::Client::open(url).map_err(keylatch::Error::from)?;
-    Ok(client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(keylatch::Error::from)?)
 }

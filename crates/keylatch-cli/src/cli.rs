@@ -8,13 +8,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 ///
 /// Exit codes of `keylatch run`: the command's own; 75 when the lock was not acquired within
 /// --wait; 76 when the lock was lost while the command ran; 64 for bad arguments; 69 when Redis
-/// cannot be reached; 70 for any other error.
+/// cannot be reached; 77 when Redis refused the credentials or a permission; 70 for any other
+/// error.
 #[derive(Debug, Parser)]
 #[command(name = "keylatch", version, about, long_about = None)]
 pub struct Cli {
-    /// Redis URL [default: KEYLATCH_REDIS_URL, then REDIS_URL, then redis://127.0.0.1:6379]
-    #[arg(long, global = true, value_name = "URL")]
-    pub redis: Option<String>,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 
     /// Print tracing output on stderr (-v: debug, -vv: trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -22,6 +22,48 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Where Redis is and how to log in: redis-cli's flag names where it has them.
+#[derive(Debug, Args)]
+pub struct ConnectionArgs {
+    /// Redis URL: redis://, rediss:// (TLS), redis+unix://, or
+    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE [default: KEYLATCH_REDIS_URL, then
+    /// REDIS_URL, then redis://127.0.0.1:6379]. A password in it is visible to every local
+    /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file.
+    #[arg(long, global = true, value_name = "URL")]
+    pub redis: Option<String>,
+
+    /// The ACL user [default: KEYLATCH_REDIS_USERNAME, then the URL's].
+    #[arg(long, global = true, value_name = "USER")]
+    pub user: Option<String>,
+
+    /// Read the password from this file's first line [default: KEYLATCH_REDIS_PASSWORD, then
+    /// the URL's].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub password_file: Option<std::path::PathBuf>,
+
+    /// Connect over TLS (turns redis:// into rediss://).
+    #[arg(long, global = true)]
+    pub tls: bool,
+
+    /// Verify the server's certificate against this CA file (PEM) instead of the system's
+    /// roots [default: KEYLATCH_TLS_CA].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// The client certificate (PEM) for servers that require one [default: KEYLATCH_TLS_CERT].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// The client certificate's private key (PEM) [default: KEYLATCH_TLS_KEY].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub key: Option<std::path::PathBuf>,
+
+    /// Do not verify the server's certificate. Dangerous: anyone on the network path can read
+    /// and change every command, the password included.
+    #[arg(long, global = true)]
+    pub insecure: bool,
 }
 
 /// The subcommands.

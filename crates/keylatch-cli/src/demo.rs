@@ -29,19 +29,17 @@ struct Outcome {
     detail: String,
 }
 
-async fn connect(url: &str) -> Result<Client, Failure> {
-    Ok(Client::connect_with(Config::builder().url(url).build()?).await?)
-}
-
 fn spawn_worker(
-    url: &str,
+    config: &Config,
     role: &str,
     name: &str,
     id: u32,
 ) -> Result<tokio::process::Child, Failure> {
     let exe = std::env::current_exe().map_err(|e| Failure::new(EX_SOFTWARE, e.to_string()))?;
-    Command::new(exe)
-        .args(["--redis", url, "demo-worker", role, name, &id.to_string()])
+    let mut command = Command::new(exe);
+    crate::connection::pass_to(config, &mut command);
+    command
+        .args(["demo-worker", role, name, &id.to_string()])
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -69,14 +67,17 @@ fn redis_err(err: redis::RedisError) -> Failure {
 }
 
 /// Runs the three parts and prints a summary; exit 0 when every property held.
-pub async fn demo(url: &str) -> Result<u8, Failure> {
-    let client = connect(url).await?;
+pub async fn demo(config: Config) -> Result<u8, Failure> {
+    let client = Client::connect_with(config.clone()).await?;
     let base = format!("keylatch-demo:{}", client.id());
-    println!("keylatch demo against {url}: every worker below is a separate OS process\n");
+    println!(
+        "keylatch demo against {}: every worker below is a separate OS process\n",
+        keylatch::core::redact_url(&config.url)
+    );
     let outcomes = vec![
-        fifo(&client, url, &format!("{base}:fifo")).await?,
-        cache_refresh(&client, url, &format!("{base}:cache")).await?,
-        capped(&client, url, &format!("{base}:capped")).await?,
+        fifo(&client, &config, &format!("{base}:fifo")).await?,
+        cache_refresh(&client, &config, &format!("{base}:cache")).await?,
+        capped(&client, &config, &format!("{base}:capped")).await?,
     ];
     println!("\nsummary");
     for outcome in &outcomes {
@@ -87,7 +88,7 @@ pub async fn demo(url: &str) -> Result<u8, Failure> {
             outcome.detail
         );
     }
-    let mut conn = client.pool_connection().await?;
+    let mut conn = client.connection().await?;
     let keys: Vec<String> = conn.keys(format!("*{base}*")).await.map_err(redis_err)?;
     if !keys.is_empty() {
         let _: () = conn.del(&keys).await.map_err(redis_err)?;
@@ -100,13 +101,13 @@ pub async fn demo(url: &str) -> Result<u8, Failure> {
 }
 
 /// FIFO jobs on the fair lock: workers queue in a known order; they must run in that order.
-async fn fifo(client: &Client, url: &str, name: &str) -> Result<Outcome, Failure> {
+async fn fifo(client: &Client, config: &Config, name: &str) -> Result<Outcome, Failure> {
     println!("1. FIFO jobs on the fair lock: {FIFO_WORKERS} worker processes queue up one by one");
     let lock = client.fair_lock(name);
     let gate = lock.lock().await?;
     let mut children = Vec::new();
     for id in 0..FIFO_WORKERS {
-        children.push(spawn_worker(url, "fifo", name, id)?);
+        children.push(spawn_worker(config, "fifo", name, id)?);
         // Wait until this worker is in the queue, so arrival order is known.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while lock.queue().await?.len() < (id + 1) as usize {
@@ -119,7 +120,7 @@ async fn fifo(client: &Client, url: &str, name: &str) -> Result<Outcome, Failure
     }
     gate.unlock().await?;
     wait_all(children).await?;
-    let mut conn = client.pool_connection().await?;
+    let mut conn = client.connection().await?;
     let done: Vec<u32> = conn
         .lrange(format!("{name}:done"), 0, -1)
         .await
@@ -135,16 +136,16 @@ async fn fifo(client: &Client, url: &str, name: &str) -> Result<Outcome, Failure
 }
 
 /// Cache refresh with the read-write lock: readers never see a half-built cache.
-async fn cache_refresh(client: &Client, url: &str, name: &str) -> Result<Outcome, Failure> {
+async fn cache_refresh(client: &Client, config: &Config, name: &str) -> Result<Outcome, Failure> {
     println!(
         "2. cache refresh with the read-write lock: 1 refresher and {READERS} reader processes"
     );
-    let mut children = vec![spawn_worker(url, "refresher", name, 0)?];
+    let mut children = vec![spawn_worker(config, "refresher", name, 0)?];
     for id in 0..READERS {
-        children.push(spawn_worker(url, "reader", name, id)?);
+        children.push(spawn_worker(config, "reader", name, id)?);
     }
     wait_all(children).await?;
-    let mut conn = client.pool_connection().await?;
+    let mut conn = client.connection().await?;
     let reads: u64 = conn.get(format!("{name}:reads")).await.map_err(redis_err)?;
     let torn: Option<u64> = conn.get(format!("{name}:torn")).await.map_err(redis_err)?;
     let overlap: Option<u64> = conn
@@ -162,7 +163,7 @@ async fn cache_refresh(client: &Client, url: &str, name: &str) -> Result<Outcome
 }
 
 /// A semaphore caps concurrency at K across processes.
-async fn capped(client: &Client, url: &str, name: &str) -> Result<Outcome, Failure> {
+async fn capped(client: &Client, config: &Config, name: &str) -> Result<Outcome, Failure> {
     println!(
         "3. a semaphore caps concurrency: {CAPPED_WORKERS} worker processes, {PERMITS} permits"
     );
@@ -172,10 +173,10 @@ async fn capped(client: &Client, url: &str, name: &str) -> Result<Outcome, Failu
         .await?;
     let mut children = Vec::new();
     for id in 0..CAPPED_WORKERS {
-        children.push(spawn_worker(url, "capped", name, id)?);
+        children.push(spawn_worker(config, "capped", name, id)?);
     }
     wait_all(children).await?;
-    let mut conn = client.pool_connection().await?;
+    let mut conn = client.connection().await?;
     let max: u64 = conn
         .get(format!("{name}:active-max"))
         .await
@@ -189,9 +190,9 @@ async fn capped(client: &Client, url: &str, name: &str) -> Result<Outcome, Failu
 }
 
 /// One demo process.
-pub async fn worker(url: &str, args: DemoWorkerArgs) -> Result<(), Failure> {
-    let client = connect(url).await?;
-    let mut conn = client.pool_connection().await?;
+pub async fn worker(config: Config, args: DemoWorkerArgs) -> Result<(), Failure> {
+    let client = Client::connect_with(config).await?;
+    let mut conn = client.connection().await?;
     let name = args.name.as_str();
     let record_max = redis::Script::new(RECORD_MAX);
     match args.role.as_str() {
@@ -240,7 +241,7 @@ pub async fn worker(url: &str, args: DemoWorkerArgs) -> Result<(), Failure> {
                 let _: i64 = record_max
                     .key(format!("{name}:readers"))
                     .key(format!("{name}:readers-max"))
-                    .invoke_async(&mut *conn)
+                    .invoke_async(&mut conn)
                     .await
                     .map_err(redis_err)?;
                 let a: Option<u32> = conn
@@ -275,7 +276,7 @@ pub async fn worker(url: &str, args: DemoWorkerArgs) -> Result<(), Failure> {
             let _: i64 = record_max
                 .key(format!("{name}:active"))
                 .key(format!("{name}:active-max"))
-                .invoke_async(&mut *conn)
+                .invoke_async(&mut conn)
                 .await
                 .map_err(redis_err)?;
             tokio::time::sleep(Duration::from_millis(150)).await;

@@ -12,6 +12,9 @@ pub const EX_SOFTWARE: u8 = 70;
 pub const EX_TEMPFAIL: u8 = 75;
 /// The lock was lost while the command ran.
 pub const EX_LOST: u8 = 76;
+/// Redis refused the credentials, or denied a command, key or channel to the user
+/// (`EX_NOPERM`).
+pub const EX_NOPERM: u8 = 77;
 
 /// A failure: the message for stderr and the exit code.
 #[derive(Debug)]
@@ -37,8 +40,16 @@ impl From<keylatch::Error> for Failure {
             | E::InvalidLease { .. }
             | E::InvalidConfig { .. }
             | E::InvalidUrl { .. }
+            | E::InvalidSentinelUrl { .. }
+            | E::TlsFile { .. }
             | E::InvalidPermits { .. } => EX_USAGE,
-            E::Connect { .. } | E::Connection(_) | E::Timeout { .. } | E::Pool(_) => EX_UNAVAILABLE,
+            E::Connect { .. }
+            | E::Connection(_)
+            | E::Timeout { .. }
+            | E::Pool(_)
+            | E::ReadOnly(_)
+            | E::TlsVerification { .. } => EX_UNAVAILABLE,
+            E::Auth(_) | E::NoPermission { .. } => EX_NOPERM,
             _ => EX_SOFTWARE,
         };
         // The message, then its causes.

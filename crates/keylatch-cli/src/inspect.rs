@@ -21,7 +21,7 @@ const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Prints what holds each of `args.names`; with `--watch`, again every 500 ms until SIGINT or
 /// SIGTERM.
-pub async fn inspect(url: &str, args: InspectArgs) -> Result<(), Failure> {
+pub async fn inspect(config: Config, args: InspectArgs) -> Result<(), Failure> {
     for name in &args.names {
         validate_name(name)?;
     }
@@ -31,8 +31,8 @@ pub async fn inspect(url: &str, args: InspectArgs) -> Result<(), Failure> {
             "several names with --json need --watch (one JSON object per line)",
         ));
     }
-    let client = Client::connect_with(Config::builder().url(url).build()?).await?;
-    let mut conn = client.pool_connection().await?;
+    let client = Client::connect_with(config).await?;
+    let mut conn = client.connection().await?;
     let limit = args.limit as usize;
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let stop = crate::run::interrupted();

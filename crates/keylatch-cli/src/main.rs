@@ -11,6 +11,7 @@
 
 mod bench;
 mod cli;
+mod connection;
 mod demo;
 mod failure;
 mod inspect;
@@ -43,18 +44,16 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_SOFTWARE);
         }
     };
-    let url = cli
-        .redis
-        .clone()
-        .unwrap_or_else(keylatch::core::url_from_env);
-    let result = runtime.block_on(async move {
-        match cli.command {
-            Command::Run(args) => run::run(&url, args).await,
-            Command::Inspect(args) => inspect::inspect(&url, args).await.map(|()| 0),
-            Command::Bench(args) => bench::bench(&url, args).await.map(|()| 0),
-            Command::Demo => demo::demo(&url).await,
-            Command::DemoWorker(args) => demo::worker(&url, args).await.map(|()| 0),
-        }
+    let result = connection::config(&cli.connection).and_then(|config| {
+        runtime.block_on(async move {
+            match cli.command {
+                Command::Run(args) => run::run(config, args).await,
+                Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
+                Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),
+                Command::Demo => demo::demo(config).await,
+                Command::DemoWorker(args) => demo::worker(config, args).await.map(|()| 0),
+            }
+        })
     });
     // Background releases were awaited by the commands; do not wait for stray tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));

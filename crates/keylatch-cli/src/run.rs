@@ -15,12 +15,11 @@ use crate::cli::{OnLost, RunArgs};
 use crate::failure::{EX_LOST, EX_SOFTWARE, EX_TEMPFAIL, Failure};
 
 /// Runs `args.command` under the lock and returns the exit code.
-pub async fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
-    let mut config = Config::builder().url(url);
+pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
     if let Some(watchdog) = args.watchdog {
-        config = config.watchdog_timeout(watchdog);
+        config.watchdog_timeout = watchdog;
     }
-    let client = Client::connect_with(config.build()?).await?;
+    let client = Client::connect_with(config).await?;
     let lock = lock_for(&client, &args).await?;
     let mut options = AcquireOptions::new();
     if let Some(wait) = args.wait {
@@ -55,6 +54,10 @@ pub async fn run(url: &str, args: RunArgs) -> Result<u8, Failure> {
         .env("KEYLATCH_LOCK_NAME", &args.name)
         .env_remove("KEYLATCH_FENCING_TOKEN")
         .kill_on_drop(true);
+    // Where Redis is and its password stay with keylatch.
+    for var in crate::connection::SECRET_VARS {
+        command.env_remove(var);
+    }
     if let Some(token) = guard.fencing_token() {
         command.env("KEYLATCH_FENCING_TOKEN", token.to_string());
     }

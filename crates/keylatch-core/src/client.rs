@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use deadpool_redis::redis::{self, FromRedisValue, Value};
-use deadpool_redis::{Manager, Pool, Runtime};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +16,8 @@ use crate::error::{Error, Result};
 use crate::hub::PubSubHub;
 use crate::owner::{Owner, OwnerId};
 use crate::script::{LuaScript, ScriptCall};
+use crate::topology::Topology;
+use crate::transport::{self, Endpoint};
 use crate::watchdog::{WatchdogRegistry, WatchdogStats};
 
 /// A connection to one Redis server, shared by every lock made from it. Cheap to clone.
@@ -34,6 +35,7 @@ struct ClientInner {
     id: Uuid,
     config: Config,
     commands: Arc<Commands>,
+    topology: Arc<Topology>,
     hub: PubSubHub,
     watchdog: WatchdogRegistry,
     background: Arc<Background>,
@@ -74,6 +76,11 @@ pub struct ClientStats {
     pub background_pending: usize,
     /// Times a script had to be reloaded after `NOSCRIPT`.
     pub script_reloads: u64,
+    /// Times the primary moved or may have (Sentinel's `+switch-master`, a `READONLY` reply):
+    /// each time, the client reconnected and re-checked every hold.
+    pub primary_moves: u64,
+    /// Times the primary was looked up through the sentinels (zero without Sentinel).
+    pub primary_lookups: u64,
 }
 
 impl Client {
@@ -88,58 +95,79 @@ impl Client {
     pub async fn connect(config: Config) -> Result<Client> {
         config.validate()?;
         let shown = redact(&config.url);
-        let redis_client =
-            redis::Client::open(config.url.as_str()).map_err(|source| Error::InvalidUrl {
-                url: shown.clone(),
-                source,
-            })?;
-        let connection_config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(config.connect_timeout))
-            .set_response_timeout(Some(config.response_timeout));
-        let manager =
-            Manager::new_with_config(config.url.as_str(), connection_config).map_err(|source| {
-                Error::InvalidUrl {
-                    url: shown.clone(),
-                    source,
-                }
-            })?;
-        let pool = Pool::builder(manager)
-            .max_size(config.connections + 8)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(config.connect_timeout))
-            .create_timeout(Some(config.connect_timeout))
-            .recycle_timeout(Some(config.connect_timeout))
-            .build()
-            .map_err(|_| Error::InvalidConfig {
-                field: "connections",
-                reason: "the pool could not be built",
-            })?;
+        let topology = match Endpoint::parse(&config.url)? {
+            Endpoint::Single => {
+                Topology::single(transport::single_client(&config)?, &config, shown)
+            }
+            Endpoint::Sentinel(url) => {
+                let resolver = transport::sentinel_client(&config, &url)?;
+                Topology::sentinel(resolver, url.service, &config, shown)
+            }
+        };
+        Client::start(config, topology).await
+    }
+
+    /// Connects through a redis-rs client the application already has: its settings (address,
+    /// TLS, credentials) are used for every connection, commands and pub/sub alike.
+    /// `config.url`, credentials and TLS settings are not used.
+    ///
+    /// # Errors
+    /// As [`connect`](Client::connect).
+    pub async fn from_redis_client(client: redis::Client, config: Config) -> Result<Client> {
+        config.validate()?;
+        let shown = redact(&client_url(&client));
+        let topology = Topology::single(client, &config, shown);
+        Client::start(config, topology).await
+    }
+
+    /// Connects through a deadpool-redis pool the application already has: keylatch takes
+    /// [`Config::connections`] connections from it and keeps them (deadpool pings each
+    /// connection it hands out, which would cost a round trip per call), and opens its one
+    /// pub/sub connection through `pubsub`, a client with the same settings.
+    /// `config.url`, credentials and TLS settings are not used.
+    ///
+    /// # Errors
+    /// As [`connect`](Client::connect), and [`Error::Pool`].
+    pub async fn from_pool(
+        pool: deadpool_redis::Pool,
+        pubsub: redis::Client,
+        config: Config,
+    ) -> Result<Client> {
+        config.validate()?;
+        let shown = redact(&client_url(&pubsub));
+        let topology = Topology::pool(pool, pubsub, &config, shown);
+        Client::start(config, topology).await
+    }
+
+    async fn start(config: Config, topology: Topology) -> Result<Client> {
+        let topology = Arc::new(topology);
         let commands = Arc::new(Commands::new(
-            pool,
+            topology.clone(),
             config.connections,
-            shown,
             config.response_timeout,
         ));
         commands.warm_up().await?;
         let reconnected = Arc::new(Notify::new());
         let (hub, hub_tasks) = PubSubHub::start(
-            redis_client,
-            config.connect_timeout,
+            topology.clone(),
             config.subscription_linger,
             reconnected.clone(),
         );
         let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone(), reconnected);
+        let watcher = Topology::start_watcher(&topology);
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: Uuid::new_v4(),
                 config,
                 commands,
+                topology,
                 hub,
                 watchdog,
                 background: Arc::new(Background::default()),
                 tasks: hub_tasks
                     .iter()
                     .chain([&watchdog_task])
+                    .chain(watcher.as_ref())
                     .map(tokio::task::JoinHandle::abort_handle)
                     .collect(),
                 closing: CancellationToken::new(),
@@ -240,13 +268,15 @@ impl Client {
         self.inner.commands.query(cmd, key).await
     }
 
-    /// A connection from the client's deadpool-redis pool, for the application's own commands
-    /// (it returns to the pool on drop).
+    /// A new connection of its own to the primary, with the client's settings (address, TLS,
+    /// credentials; with Sentinel, the current primary), for the application's own commands.
+    /// It does not follow a failover: open another one after an error.
     ///
     /// # Errors
-    /// [`Error::Connect`], [`Error::Timeout`], [`Error::Pool`].
-    pub async fn pool_connection(&self) -> Result<deadpool_redis::Connection> {
-        self.inner.commands.pooled().await
+    /// [`Error::Connect`], [`Error::Timeout`], [`Error::Auth`], [`Error::TlsVerification`],
+    /// [`Error::Closed`].
+    pub async fn connection(&self) -> Result<redis::aio::MultiplexedConnection> {
+        self.inner.commands.open().await
     }
 
     /// Checks a lock name under this client's configuration (see
@@ -440,6 +470,8 @@ impl Client {
             hub_reconnects: self.inner.hub.reconnects(),
             background_pending: self.inner.background.pending.load(Ordering::Acquire),
             script_reloads: self.inner.commands.script_reloads(),
+            primary_moves: self.inner.topology.moves(),
+            primary_lookups: self.inner.topology.lookups(),
         }
     }
 }
@@ -524,8 +556,18 @@ impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("id", &self.inner.id)
-            .field("url", &redact(&self.inner.config.url))
+            .field("url", &self.inner.topology.shown())
             .finish_non_exhaustive()
+    }
+}
+
+/// A redis-rs client's address, as a URL without credentials (for messages).
+fn client_url(client: &redis::Client) -> String {
+    match client.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(host, port) => format!("redis://{host}:{port}"),
+        redis::ConnectionAddr::TcpTls { host, port, .. } => format!("rediss://{host}:{port}"),
+        redis::ConnectionAddr::Unix(path) => format!("redis+unix://{}", path.display()),
+        _ => "redis://(application client)".to_owned(),
     }
 }
 

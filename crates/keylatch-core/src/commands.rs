@@ -8,23 +8,25 @@ use std::time::Duration;
 use deadpool_redis::redis::{
     self, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value, aio::MultiplexedConnection,
 };
-use deadpool_redis::{Connection, Pool};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::script::{LuaScript, ScriptCall};
+use crate::topology::Topology;
 
 /// Connections for commands.
 ///
-/// deadpool-redis pings every connection it hands out, which would add a round trip to every
-/// lock call. So the client checks `connections` multiplexed connections out of the pool once
-/// and shares them (a multiplexed connection carries many requests at once). One that breaks is
-/// handed back to the pool, which drops it, and is replaced on next use. Commands on one key
-/// always use the same connection, so they reach Redis in the order they were sent.
+/// The client opens `connections` multiplexed connections to the primary (through the
+/// [`Topology`]; from an application's pool, it checks them out once, as deadpool-redis pings
+/// every connection it hands out) and shares them: a multiplexed connection carries many
+/// requests at once. One that breaks is dropped and replaced on next use; when the primary
+/// moves, every one is replaced. Commands on one key always use the same connection, so they
+/// reach Redis in the order they were sent. A script refused with `READONLY` (the node is no
+/// longer the primary: it did not run) is sent again to the new primary.
 pub(crate) struct Commands {
-    pool: Pool,
+    topology: Arc<Topology>,
     slots: Vec<Slot>,
     next: AtomicUsize,
-    url: String,
     response_timeout: Duration,
     script_reloads: AtomicU64,
     /// Set at the end of the client's shutdown: every command is refused with
@@ -39,16 +41,22 @@ struct Slot {
 
 struct Held {
     generation: u64,
+    /// The topology's move count when it was opened: stale once the primary moved.
+    moves: u64,
     conn: MultiplexedConnection,
-    _pooled: Connection,
+    _pooled: Option<deadpool_redis::Connection>,
 }
+
+/// How many times a command refused with `READONLY` is sent again (each time to the primary
+/// looked up anew).
+const READONLY_RETRIES: usize = 3;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 impl Commands {
-    pub(crate) fn new(pool: Pool, slots: usize, url: String, response_timeout: Duration) -> Self {
+    pub(crate) fn new(topology: Arc<Topology>, slots: usize, response_timeout: Duration) -> Self {
         Commands {
-            pool,
+            topology,
             slots: (0..slots)
                 .map(|_| Slot {
                     current: Mutex::new(None),
@@ -56,7 +64,6 @@ impl Commands {
                 })
                 .collect(),
             next: AtomicUsize::new(0),
-            url,
             response_timeout,
             script_reloads: AtomicU64::new(0),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -115,53 +122,44 @@ impl Commands {
         // Every caller sends one command or pipeline on the connection it gets.
         crate::telemetry::round_trip();
         let slot = &self.slots[index];
-        if let Some(held) = slot.current.lock().expect("slot lock").as_ref() {
-            return Ok((held.generation, held.conn.clone()));
+        let current = |slot: &Slot| {
+            let moves = self.topology.moves();
+            let mut held = slot.current.lock().expect("slot lock");
+            match held.as_ref() {
+                Some(h) if h.moves == moves => Some((h.generation, h.conn.clone())),
+                Some(_) => {
+                    // The primary moved since it was opened.
+                    *held = None;
+                    None
+                }
+                None => None,
+            }
+        };
+        if let Some(found) = current(slot) {
+            return Ok(found);
         }
         let _refill = slot.refill.lock().await;
-        if let Some(held) = slot.current.lock().expect("slot lock").as_ref() {
-            return Ok((held.generation, held.conn.clone()));
+        if let Some(found) = current(slot) {
+            return Ok(found);
         }
-        let pooled = self
-            .pool
-            .get()
-            .await
-            .map_err(|err| self.connect_error(err))?;
-        let conn: MultiplexedConnection = (*pooled).clone();
+        let moves = self.topology.moves();
+        let opened = self.topology.command_connection().await?;
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         *slot.current.lock().expect("slot lock") = Some(Held {
             generation,
-            conn: conn.clone(),
-            _pooled: pooled,
+            moves,
+            conn: opened.conn.clone(),
+            _pooled: opened.pooled,
         });
-        Ok((generation, conn))
+        Ok((generation, opened.conn))
     }
 
-    fn connect_error(&self, err: deadpool_redis::PoolError) -> Error {
-        match err {
-            deadpool_redis::PoolError::Backend(source) => match Error::from(source) {
-                Error::Connection(source) => Error::Connect {
-                    url: self.url.clone(),
-                    source,
-                },
-                Error::Timeout { .. } => Error::Timeout {
-                    after: self.response_timeout,
-                },
-                other => other,
-            },
-            deadpool_redis::PoolError::Timeout(_) => Error::Timeout {
-                after: self.response_timeout,
-            },
-            other => Error::Pool(other),
-        }
-    }
-
-    /// A connection from the pool, for the application's own commands.
-    pub(crate) async fn pooled(&self) -> Result<Connection> {
+    /// A new connection of its own to the primary, for the application's own commands.
+    pub(crate) async fn open(&self) -> Result<MultiplexedConnection> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        self.pool.get().await.map_err(|err| self.connect_error(err))
+        self.topology.open().await
     }
 
     /// Drops a broken connection so the next use opens a new one.
@@ -173,6 +171,11 @@ impl Commands {
     }
 
     fn map_error(&self, err: RedisError, key: &str, index: usize, generation: u64) -> Error {
+        if is_readonly(&err) {
+            self.discard(index, generation);
+            self.topology.moved("a node answered READONLY");
+            return Error::ReadOnly(err);
+        }
         let err = Error::from_redis(err, key);
         match err {
             Error::Timeout { .. } => {
@@ -183,6 +186,7 @@ impl Commands {
             }
             Error::Connection(_) => {
                 self.discard(index, generation);
+                self.topology.connection_failed();
                 err
             }
             other => other,
@@ -192,10 +196,18 @@ impl Commands {
     /// Runs one command that is not a script.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
         let index = self.pick(key);
-        let (generation, mut conn) = self.connection(index).await?;
-        cmd.query_async(&mut conn)
-            .await
-            .map_err(|e| self.map_error(e, key, index, generation))
+        let mut attempt = 0;
+        loop {
+            let (generation, mut conn) = self.connection(index).await?;
+            match cmd
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| self.map_error(e, key, index, generation))
+            {
+                Err(Error::ReadOnly(_)) if attempt < READONLY_RETRIES => attempt += 1,
+                other => return other,
+            }
+        }
     }
 
     /// Runs a script call: EVALSHA, and on NOSCRIPT `SCRIPT LOAD` + EVALSHA pipelined.
@@ -207,6 +219,17 @@ impl Commands {
     }
 
     pub(crate) async fn eval_value(&self, call: &ScriptCall) -> Result<Value> {
+        let mut attempt = 0;
+        loop {
+            // A script refused with READONLY did not run: the new primary gets it.
+            match self.eval_once(call).await {
+                Err(Error::ReadOnly(_)) if attempt < READONLY_RETRIES => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn eval_once(&self, call: &ScriptCall) -> Result<Value> {
         let index = self.pick(call.first_key());
         let (generation, mut conn) = self.connection(index).await?;
         let cmd = call.evalsha_cmd();
@@ -265,6 +288,10 @@ impl Commands {
                 .await
                 .map_err(|e| self.map_error(e, first_key, index, generation))?;
         }
+        if replies.iter().any(|r| r.as_ref().is_err_and(is_readonly)) {
+            self.discard(index, generation);
+            self.topology.moved("a node answered READONLY");
+        }
         Ok(replies
             .into_iter()
             .zip(calls)
@@ -287,6 +314,10 @@ impl Commands {
             .await
             .map_err(|e| self.map_error(e, "", index, generation))
     }
+}
+
+fn is_readonly(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly) || err.code() == Some("READONLY")
 }
 
 fn is_noscript(err: &RedisError) -> bool {

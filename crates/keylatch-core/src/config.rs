@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::transport::TlsConfig;
 
 /// The URL used when neither `KEYLATCH_REDIS_URL` nor `REDIS_URL` is set.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -33,7 +34,11 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 #[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 #[non_exhaustive]
 pub struct Config {
-    /// The Redis URL (`redis://`, `rediss://`, `redis+unix://`).
+    /// Where Redis is: `redis://[user:password@]host:port[/db]`, `rediss://…` (TLS, see
+    /// [`tls`](Config::tls)), `redis+unix:///path/to/socket`, or a service behind Sentinel:
+    /// `redis+sentinel://[user:password@]host:port[,host:port…]/<service-name>[/db]`
+    /// (`rediss+sentinel://` for TLS to the sentinels and the data nodes; the URL's
+    /// credentials are the data nodes', see [`sentinel_password`](Config::sentinel_password)).
     pub url: String,
     /// The lease of a hold taken without an explicit lease; the watchdog renews it every
     /// third of this while the hold lives. Redisson's default: 30 s.
@@ -80,6 +85,19 @@ pub struct Config {
     /// never for names that come from users. Off by default: such names are refused with
     /// [`Error::InvalidName`].
     pub hash_tagged_names: bool,
+    /// The ACL user, over the URL's (`KEYLATCH_REDIS_USERNAME` in [`Config::from_env`]).
+    pub username: Option<String>,
+    /// The password, over the URL's (`KEYLATCH_REDIS_PASSWORD` in [`Config::from_env`]).
+    /// Never shown: `Debug` prints `***`.
+    pub password: Option<String>,
+    /// The sentinels' ACL user, when they require one (`KEYLATCH_SENTINEL_USERNAME`).
+    pub sentinel_username: Option<String>,
+    /// The sentinels' password, when they require one (`KEYLATCH_SENTINEL_PASSWORD`).
+    /// Never shown.
+    pub sentinel_password: Option<String>,
+    /// TLS settings for `rediss://` and `rediss+sentinel://` URLs (`KEYLATCH_TLS_CA`,
+    /// `KEYLATCH_TLS_CERT`, `KEYLATCH_TLS_KEY`).
+    pub tls: TlsConfig,
 }
 
 /// Shows every field, the URL with its password masked.
@@ -97,6 +115,14 @@ impl std::fmt::Debug for Config {
             .field("settle_window", &self.settle_window)
             .field("shutdown_timeout", &self.shutdown_timeout)
             .field("hash_tagged_names", &self.hash_tagged_names)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("sentinel_username", &self.sentinel_username)
+            .field(
+                "sentinel_password",
+                &self.sentinel_password.as_ref().map(|_| "***"),
+            )
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -115,6 +141,11 @@ impl Default for Config {
             settle_window: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(5),
             hash_tagged_names: false,
+            username: None,
+            password: None,
+            sentinel_username: None,
+            sentinel_password: None,
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -123,8 +154,19 @@ impl Config {
     /// The defaults, with the URL from `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else
     /// [`DEFAULT_URL`].
     pub fn from_env() -> Config {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         Config {
             url: url_from_env(),
+            username: var("KEYLATCH_REDIS_USERNAME"),
+            password: var("KEYLATCH_REDIS_PASSWORD"),
+            sentinel_username: var("KEYLATCH_SENTINEL_USERNAME"),
+            sentinel_password: var("KEYLATCH_SENTINEL_PASSWORD"),
+            tls: TlsConfig {
+                ca_file: var("KEYLATCH_TLS_CA").map(Into::into),
+                cert_file: var("KEYLATCH_TLS_CERT").map(Into::into),
+                key_file: var("KEYLATCH_TLS_KEY").map(Into::into),
+                insecure: false,
+            },
             ..Config::default()
         }
     }
@@ -260,6 +302,52 @@ impl ConfigBuilder {
     /// Accept lock names with braces (see [`Config::hash_tagged_names`]; default off).
     pub fn hash_tagged_names(mut self, accept: bool) -> Self {
         self.config.hash_tagged_names = accept;
+        self
+    }
+
+    /// The ACL user, over the URL's (see [`Config::username`]).
+    pub fn username(mut self, username: impl Into<String>) -> Self {
+        self.config.username = Some(username.into());
+        self
+    }
+
+    /// The password, over the URL's (see [`Config::password`]).
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.config.password = Some(password.into());
+        self
+    }
+
+    /// The sentinels' user and password (see [`Config::sentinel_password`]).
+    pub fn sentinel_credentials(
+        mut self,
+        username: Option<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.config.sentinel_username = username;
+        self.config.sentinel_password = Some(password.into());
+        self
+    }
+
+    /// Trust this CA file (PEM) instead of the system's roots (see [`TlsConfig`]).
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.config.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// Present this client certificate and key (PEM files) for mutual TLS.
+    pub fn tls_client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.config.tls.cert_file = Some(cert.into());
+        self.config.tls.key_file = Some(key.into());
+        self
+    }
+
+    /// **Dangerous**: accept any server certificate (see [`TlsConfig::insecure`]).
+    pub fn tls_insecure(mut self, insecure: bool) -> Self {
+        self.config.tls.insecure = insecure;
         self
     }
 

@@ -101,12 +101,51 @@ pub enum Error {
         #[source]
         source: RedisError,
     },
-    /// Authentication failed (wrong user or password).
+    /// A `redis+sentinel://` URL is malformed. Nothing was sent.
+    #[error("invalid sentinel url {url:?}: {reason}")]
+    InvalidSentinelUrl {
+        /// The URL (without password) that was given.
+        url: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A TLS file (CA, certificate or key) could not be read.
+    #[error("cannot read the TLS file {path:?} ({field})")]
+    TlsFile {
+        /// The setting that names it: `tls.ca_file`, `tls.cert_file` or `tls.key_file`.
+        field: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS handshake failed because the server's certificate did not verify (signed by
+    /// another CA, expired, or issued for another host), or because the server wanted a client
+    /// certificate that was not given.
+    #[error("TLS verification failed connecting to {url}")]
+    TlsVerification {
+        /// The URL (without password) that was tried.
+        url: String,
+        /// The cause.
+        #[source]
+        source: RedisError,
+    },
+    /// Authentication failed: wrong password, unknown or disabled user (`WRONGPASS`), or no
+    /// credentials where the server requires them (`NOAUTH`).
     #[error("redis refused the credentials")]
     Auth(#[source] RedisError),
-    /// The Redis user lacks a permission keylatch needs (`NOPERM`).
-    #[error("redis denied a command or key to this user")]
-    NoPermission(#[source] RedisError),
+    /// The Redis user lacks a permission keylatch needs (`NOPERM`): a command, a key or a
+    /// pub/sub channel, as [`what`](Error::NoPermission::what) says. docs/deployment.md gives
+    /// the ACL rules keylatch needs.
+    #[error("redis denied {what} to this user (NOPERM)")]
+    NoPermission {
+        /// What was denied: `the command 'evalsha'`, `a key`, `a channel`, … as Redis says it.
+        what: String,
+        /// The cause.
+        #[source]
+        source: RedisError,
+    },
     /// A command did not get a reply in time. Its effect on the server is unknown; keylatch
     /// undoes any hold or permit it may have granted.
     #[error("redis did not reply within {after:?}")]
@@ -126,6 +165,11 @@ pub enum Error {
     /// still run (their scripts declare `allow-oom`).
     #[error("redis is out of memory and refused the command; nothing was written")]
     OutOfMemory(#[source] RedisError),
+    /// The server is no longer the primary (`READONLY`: a failover made it a replica) and
+    /// refused the command before it ran. keylatch looks the primary up again and sends the
+    /// command there; this error is seen only when that did not succeed within a few tries.
+    #[error("redis refused the command as a replica (READONLY); nothing was written")]
+    ReadOnly(#[source] RedisError),
     /// Any other error reported by Redis.
     #[error("redis reported an error")]
     Redis(#[source] RedisError),
@@ -158,17 +202,32 @@ impl Error {
     pub fn is_ambiguous(&self) -> bool {
         matches!(self, Error::Timeout { .. } | Error::Connection(_))
     }
+
+    /// True when trying again soon may succeed: an ambiguous outcome, a server that could not
+    /// be reached (restarting, or a primary being replaced), or a node that is a replica now.
+    pub fn is_transient(&self) -> bool {
+        self.is_ambiguous() || matches!(self, Error::Connect { .. } | Error::ReadOnly(_))
+    }
 }
 
 impl From<RedisError> for Error {
     fn from(err: RedisError) -> Self {
         match err.kind() {
             ErrorKind::AuthenticationFailed => Error::Auth(err),
-            ErrorKind::Server(ServerErrorKind::NoPerm) => Error::NoPermission(err),
+            ErrorKind::Server(ServerErrorKind::NoPerm) => Error::NoPermission {
+                what: denied(&err),
+                source: err,
+            },
+            _ if err.code() == Some("NOPERM") => Error::NoPermission {
+                what: denied(&err),
+                source: err,
+            },
             _ if err.code() == Some("WRONGPASS") || err.code() == Some("NOAUTH") => {
                 Error::Auth(err)
             }
             _ if err.code() == Some("OOM") => Error::OutOfMemory(err),
+            ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::ReadOnly(err),
+            _ if err.code() == Some("READONLY") => Error::ReadOnly(err),
             _ if err.is_timeout() => Error::Timeout {
                 after: Duration::ZERO,
             },
@@ -176,6 +235,27 @@ impl From<RedisError> for Error {
             _ => Error::Redis(err),
         }
     }
+}
+
+/// What a `NOPERM` error denied, from Redis's message ("this user has no permissions to run
+/// the 'evalsha' command", "… to access one of the keys used as arguments", "No permissions to
+/// access a channel").
+fn denied(err: &RedisError) -> String {
+    let text = err.to_string();
+    if let Some(start) = text.find("to run the '") {
+        let rest = &text[start + "to run the '".len()..];
+        if let Some(end) = rest.find('\'') {
+            return format!("the command '{}'", &rest[..end]);
+        }
+    }
+    let text = text.to_ascii_lowercase();
+    if text.contains("access a key") || text.contains("the keys") {
+        return "a key".to_owned();
+    }
+    if text.contains("access a channel") || text.contains("the channels") {
+        return "a channel".to_owned();
+    }
+    "a command, key or channel".to_owned()
 }
 
 impl From<deadpool_redis::PoolError> for Error {

@@ -305,7 +305,7 @@ impl UndoGuard {
                     self.armed = None;
                     return Ok(());
                 }
-                Err(err) if err.is_ambiguous() && tries < 3 => {
+                Err(err) if err.is_transient() && tries < 3 => {
                     tries += 1;
                     backoff.wait().await;
                 }
@@ -345,7 +345,7 @@ async fn settle(
     );
     loop {
         match release.release_if_count(owner, expected).await {
-            Err(err) if err.is_ambiguous() => {
+            Err(err) if err.is_transient() => {
                 let delay = backoff.next_delay();
                 if Instant::now() + delay >= deadline {
                     return Err(err);
@@ -369,7 +369,7 @@ impl Drop for LockGuard {
             inner.client.spawn_background(async move {
                 let _pending = pending;
                 match release.release(owner).await {
-                    Err(err) if err.is_ambiguous() => {
+                    Err(err) if err.is_transient() => {
                         settle(&*release, owner, expected, window).await
                     }
                     other => other,

@@ -89,6 +89,8 @@ struct ChannelState {
     unsubscribing: bool,
     /// When the last waiter left (`refs` fell to 0).
     idle_since: Option<Instant>,
+    /// The server refused the subscription (`NOPERM`): the ACL user may not use this channel.
+    denied: bool,
 }
 
 impl ChannelState {
@@ -101,6 +103,7 @@ impl ChannelState {
             subscribed: false,
             unsubscribing: false,
             idle_since: None,
+            denied: false,
         }
     }
 
@@ -164,8 +167,7 @@ struct HubCommand(Option<oneshot::Sender<bool>>);
 
 impl PubSubHub {
     pub(crate) fn start(
-        client: redis::Client,
-        connect_timeout: Duration,
+        topology: Arc<crate::topology::Topology>,
         linger: Duration,
         reconnected: Arc<Notify>,
     ) -> (PubSubHub, Vec<tokio::task::JoinHandle<()>>) {
@@ -178,12 +180,7 @@ impl PubSubHub {
             messages: AtomicU64::new(0),
             linger,
         });
-        let reader = tokio::spawn(read_loop(
-            Arc::downgrade(&shared),
-            client,
-            connect_timeout,
-            reconnected,
-        ));
+        let reader = tokio::spawn(read_loop(Arc::downgrade(&shared), topology, reconnected));
         let reconciler = tokio::spawn(reconcile_loop(Arc::downgrade(&shared), rx));
         (PubSubHub { shared }, vec![reader, reconciler])
     }
@@ -192,10 +189,19 @@ impl PubSubHub {
     /// server has confirmed it, or after `bound` if the hub is reconnecting (the waiter then
     /// relies on its bounded waits until the hub resubscribes).
     ///
+    /// # Errors
+    /// [`Error::NoPermission`](crate::Error::NoPermission) when the server refused the
+    /// subscription (the ACL user may not use the channel).
+    ///
     /// # Cancel safety
     /// Cancel safe: a dropped call releases its reference and the hub unsubscribes when no one
     /// is left.
-    pub async fn subscribe(&self, channel: &str, wake: WakeMode, bound: Duration) -> Subscription {
+    pub async fn subscribe(
+        &self,
+        channel: &str,
+        wake: WakeMode,
+        bound: Duration,
+    ) -> crate::Result<Subscription> {
         let (notify, subscribed) = {
             let mut state = self.shared.state.lock().expect("hub lock");
             let state = state
@@ -217,7 +223,18 @@ impl PubSubHub {
                 let _ = tokio::time::timeout(bound, rx).await;
             }
         }
-        subscription
+        let state = self.shared.state.lock().expect("hub lock");
+        if state.channels.get(channel).is_some_and(|c| c.denied) {
+            return Err(crate::Error::NoPermission {
+                what: format!("the channel {channel:?}"),
+                source: redis::RedisError::from((
+                    redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+                    "SUBSCRIBE refused",
+                )),
+            });
+        }
+        drop(state);
+        Ok(subscription)
     }
 
     /// Joins the subscription to `channel` only if the server delivers its messages already
@@ -304,7 +321,9 @@ impl Drop for Subscription {
 /// What the server should be told, computed under the lock: channels to subscribe, channels
 /// idle for the linger to unsubscribe, and when the next idle one is due.
 fn plan(state: &mut HubState, linger: Duration) -> (Vec<String>, Vec<String>, Option<Instant>) {
-    state.channels.retain(|_, c| c.refs > 0 || c.subscribed);
+    state
+        .channels
+        .retain(|_, c| c.refs > 0 || c.subscribed && !c.denied);
     let now = Instant::now();
     let mut next_due: Option<Instant> = None;
     let mut unsubscribe = Vec::new();
@@ -323,7 +342,7 @@ fn plan(state: &mut HubState, linger: Duration) -> (Vec<String>, Vec<String>, Op
     let subscribe = state
         .channels
         .iter()
-        .filter(|(_, c)| c.refs > 0 && !c.subscribed)
+        .filter(|(_, c)| c.refs > 0 && !c.subscribed && !c.denied)
         .map(|(name, _)| name.clone())
         .collect();
     (subscribe, unsubscribe, next_due)
@@ -363,17 +382,37 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
             }
         }
         if !subscribe.is_empty() {
-            if sink.subscribe(&subscribe).await.is_err() {
-                return (false, None);
-            }
+            let (subscribed, denied) = match sink.subscribe(&subscribe).await {
+                Ok(()) => (subscribe, Vec::new()),
+                Err(err) if is_noperm(&err) => {
+                    // The ACL user may not use some channel: find which, one at a time.
+                    let mut subscribed = Vec::new();
+                    let mut denied = Vec::new();
+                    for name in subscribe {
+                        match sink.subscribe(&name).await {
+                            Ok(()) => subscribed.push(name),
+                            Err(err) if is_noperm(&err) => denied.push(name),
+                            Err(_) => return (false, None),
+                        }
+                    }
+                    (subscribed, denied)
+                }
+                Err(_) => return (false, None),
+            };
             let mut state = shared.state.lock().expect("hub lock");
             if state.generation == generation {
-                for name in &subscribe {
+                for name in &subscribed {
                     // Kept even if its references dropped meanwhile: the next round
                     // unsubscribes it.
                     if let Some(channel) = state.channels.get_mut(name) {
                         channel.subscribed = true;
                     }
+                }
+            }
+            for name in &denied {
+                tracing::warn!(channel = %name, "pub/sub: the ACL user may not subscribe");
+                if let Some(channel) = state.channels.get_mut(name) {
+                    channel.denied = true;
                 }
             }
         }
@@ -414,6 +453,13 @@ async fn reconcile_loop(
     }
 }
 
+fn is_noperm(err: &redis::RedisError) -> bool {
+    matches!(
+        crate::Error::from(err.clone()),
+        crate::Error::NoPermission { .. }
+    )
+}
+
 fn dispatch(shared: &HubShared, msg: &redis::Msg) {
     shared.messages.fetch_add(1, Ordering::Relaxed);
     tracing::trace!(channel = msg.get_channel_name(), "wake-up message");
@@ -447,17 +493,19 @@ fn switch_connection(shared: &HubShared, sink: Option<redis::aio::PubSubSink>) {
 /// subscribe or unsubscribe round trip.
 async fn read_loop(
     shared: std::sync::Weak<HubShared>,
-    client: redis::Client,
-    connect_timeout: Duration,
+    topology: Arc<crate::topology::Topology>,
     reconnected: Arc<Notify>,
 ) {
+    let connect_timeout = topology.connect_timeout();
+    let mut moves = topology.watch_moves();
     let reconnecting = crate::Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
     let mut backoff = reconnecting;
     let mut first = true;
     loop {
-        let connection = tokio::time::timeout(connect_timeout, client.get_async_pubsub()).await;
+        moves.borrow_and_update();
+        let connection = topology.pubsub().await;
         let Some(hub) = shared.upgrade() else { return };
-        let Ok(Ok(pubsub)) = connection else {
+        let Ok(pubsub) = connection else {
             drop(hub);
             backoff.wait().await;
             continue;
@@ -482,9 +530,16 @@ async fn read_loop(
         }
         first = false;
         drop(hub);
-        while let Some(msg) = stream.next().await {
-            let Some(hub) = shared.upgrade() else { return };
-            dispatch(&hub, &msg);
+        loop {
+            tokio::select! {
+                msg = stream.next() => {
+                    let Some(msg) = msg else { break };
+                    let Some(hub) = shared.upgrade() else { return };
+                    dispatch(&hub, &msg);
+                }
+                // The primary moved: subscribe on the new one.
+                _ = moves.changed() => break,
+            }
         }
         let Some(hub) = shared.upgrade() else { return };
         hub.connected.store(false, Ordering::Relaxed);

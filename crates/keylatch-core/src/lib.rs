@@ -44,6 +44,8 @@ mod redact;
 mod release;
 mod script;
 mod telemetry;
+mod topology;
+mod transport;
 mod watchdog;
 
 pub use backoff::Backoff;
@@ -64,6 +66,7 @@ pub use owner::{Owner, OwnerId};
 pub use redact::redact_url;
 pub use release::HoldRelease;
 pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
+pub use transport::TlsConfig;
 pub use watchdog::{
     HoldHandle, HoldState, PendingWork, RENEW_HASH_HOLDS, RENEWAL_BATCH, Renewal, WatchdogRegistry,
     WatchdogStats,

@@ -225,7 +225,7 @@ where
         return Ok(None);
     }
     let poll = client.config().fallback_poll;
-    let subscription = client.hub().subscribe(channel, wake, poll).await;
+    let subscription = client.hub().subscribe(channel, wake, poll).await?;
     loop {
         let notified = subscription.notified();
         tokio::pin!(notified);
@@ -297,7 +297,7 @@ where
 {
     loop {
         match attempt().await {
-            Err(err) if err.is_ambiguous() && *failures < TRANSIENT_RETRIES => {
+            Err(err) if err.is_transient() && *failures < TRANSIENT_RETRIES => {
                 *failures += 1;
                 let backoff = crate::Backoff::nth(
                     Duration::from_millis(20),

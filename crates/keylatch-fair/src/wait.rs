@@ -147,7 +147,7 @@ impl FairLock {
                 if deadline.is_some_and(|d| d <= Instant::now()) {
                     return Ok(None);
                 }
-                hub.subscribe(&channel, WakeMode::All, poll).await
+                hub.subscribe(&channel, WakeMode::All, poll).await?
             }
         };
         loop {

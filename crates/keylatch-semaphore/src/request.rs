@@ -153,7 +153,7 @@ pub(crate) fn window(client: &Client) -> Duration {
 /// Whether an error leaves the call's outcome unknown or means it was never sent: either way,
 /// sending an idempotent call again is safe.
 fn retriable(err: &Error) -> bool {
-    err.is_ambiguous() || matches!(err, Error::Connect { .. } | Error::Pool(_))
+    err.is_transient() || matches!(err, Error::Pool(_))
 }
 
 /// Sends an idempotent call, and again after a lost reply or a failed connection, while the

@@ -50,7 +50,7 @@ impl Cache {
     /// Reads the whole cache, one key at a time; true if every item matches the version.
     async fn read_consistent(
         &self,
-        redis: &mut keylatch::deadpool_redis::Connection,
+        redis: &mut keylatch::redis::aio::MultiplexedConnection,
     ) -> Result<bool, keylatch::redis::RedisError> {
         let version: u64 = redis.get(self.version_key()).await?;
         for i in 0..ITEMS {
@@ -66,7 +66,7 @@ impl Cache {
     /// Rebuilds the cache as `version`, pausing between keys.
     async fn rebuild(
         &self,
-        redis: &mut keylatch::deadpool_redis::Connection,
+        redis: &mut keylatch::redis::aio::MultiplexedConnection,
         version: u64,
     ) -> Result<(), keylatch::redis::RedisError> {
         let _: () = redis.set(self.version_key(), version).await?;
@@ -103,7 +103,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
     };
     let rw = client.rw_lock(&lock_name);
     {
-        let mut redis = client.pool_connection().await?;
+        let mut redis = client.connection().await?;
         let guard = rw.write().await?;
         cache.rebuild(&mut redis, 0).await?;
         guard.unlock().await?;
@@ -118,7 +118,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let mut readers = Vec::new();
     for _ in 0..READERS {
         let (rw, cache, counts, stop) = (rw.clone(), cache.clone(), counts.clone(), stop.clone());
-        let mut redis = client.pool_connection().await?;
+        let mut redis = client.connection().await?;
         readers.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 let guard = rw.read().await?;
@@ -136,7 +136,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
     // The contrast: the same reads without the lock.
     let unlocked = {
         let (cache, counts, stop) = (cache.clone(), counts.clone(), stop.clone());
-        let mut redis = client.pool_connection().await?;
+        let mut redis = client.connection().await?;
         tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 let consistent = cache.read_consistent(&mut redis).await?;
@@ -150,7 +150,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         })
     };
 
-    let mut redis = client.pool_connection().await?;
+    let mut redis = client.connection().await?;
     let mut longest_wait = Duration::ZERO;
     for version in 1..=REFRESHES {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -43,7 +43,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
     }
     // Start from a clean slate: no semaphore, no counter.
     let semaphore = clients[0].permit_expirable_semaphore(SEMAPHORE);
-    let mut redis = clients[0].pool_connection().await?;
+    let mut redis = clients[0].connection().await?;
     let _: () = redis
         .del(&[
             SEMAPHORE,
@@ -62,7 +62,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         let highest = highest.clone();
         workers.push(tokio::spawn(async move {
             let semaphore = client.permit_expirable_semaphore(SEMAPHORE);
-            let mut redis = client.pool_connection().await?;
+            let mut redis = client.connection().await?;
             for _ in 0..JOBS {
                 let permit = semaphore.acquire().await?;
                 let inside: u64 = redis.incr(INSIDE, 1).await?;

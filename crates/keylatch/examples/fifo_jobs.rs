@@ -96,7 +96,7 @@ async fn serve(
         } else {
             Arc::new(node.lock(name).with_owner(owner))
         };
-        let mut redis = node.pool_connection().await?;
+        let mut redis = node.connection().await?;
         let (served, overlaps, busy_key) = (order.clone(), overlaps.clone(), busy_key.clone());
         jobs.push(tokio::spawn(async move {
             let guard = lock.lock().await?;

@@ -41,7 +41,7 @@ async fn main() -> ExitCode {
 async fn worker(name: &str) -> Result<(), Box<dyn std::error::Error>> {
     let client = keylatch::Client::connect_from_env().await?;
     let lock = client.lock(LOCK);
-    let mut redis = client.pool_connection().await?;
+    let mut redis = client.connection().await?;
     for round in 1..=ROUNDS {
         let guard = lock.lock().await?;
         let value: u64 = redis.get::<_, Option<u64>>(COUNTER).await?.unwrap_or(0);
@@ -57,7 +57,7 @@ async fn worker(name: &str) -> Result<(), Box<dyn std::error::Error>> {
 
 async fn parent() -> Result<(), Box<dyn std::error::Error>> {
     let client = keylatch::Client::connect_from_env().await?;
-    let mut redis = client.pool_connection().await?;
+    let mut redis = client.connection().await?;
     let _: () = redis.del(COUNTER).await?;
     let exe = std::env::current_exe()?;
     println!("starting two worker processes, {ROUNDS} locked increments each");

@@ -51,19 +51,23 @@ fn all_scripts() -> Vec<&'static LuaScript> {
 }
 
 impl Client {
-    /// Connects to `url` with the default configuration.
+    /// Connects to `url` with the default configuration: `redis://`, `rediss://` (TLS, verified
+    /// against the system's roots), `redis+unix://`, or `redis+sentinel://host:port,…/service`
+    /// (see [`Config::url`]).
     ///
     /// # Errors
     /// [`Error::InvalidUrl`](crate::Error::InvalidUrl), [`Error::Connect`](crate::Error::Connect)
-    /// (naming the URL), [`Error::Auth`](crate::Error::Auth).
+    /// (naming the URL), [`Error::Auth`](crate::Error::Auth),
+    /// [`Error::TlsVerification`](crate::Error::TlsVerification).
     pub async fn connect(url: &str) -> Result<Client> {
         let mut config = Config::default();
         config.url = url.to_owned();
         Client::connect_with(config).await
     }
 
-    /// Connects with the URL from `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else
-    /// `redis://127.0.0.1:6379`.
+    /// Connects with [`Config::from_env`]: the URL from `KEYLATCH_REDIS_URL`, else
+    /// `REDIS_URL`, else `redis://127.0.0.1:6379`, the password from `KEYLATCH_REDIS_PASSWORD`,
+    /// TLS files from `KEYLATCH_TLS_CA`, `KEYLATCH_TLS_CERT` and `KEYLATCH_TLS_KEY`.
     ///
     /// # Errors
     /// As [`connect`](Client::connect).
@@ -76,7 +80,55 @@ impl Client {
     /// # Errors
     /// As [`connect`](Client::connect), and [`Error::InvalidConfig`](crate::Error::InvalidConfig).
     pub async fn connect_with(config: Config) -> Result<Client> {
-        let core = keylatch_core::Client::connect(config).await?;
+        Client::ready(keylatch_core::Client::connect(config).await?).await
+    }
+
+    /// Builds a client on a redis-rs client the application already has, so that its Redis
+    /// settings (address, TLS, credentials) live in one place. Commands and the pub/sub
+    /// connection both go through it; `config`'s URL, credentials and TLS are not used.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch::Result<()> {
+    /// use keylatch::redis;
+    /// let app_client = redis::Client::open("redis://127.0.0.1:6379").expect("a valid url");
+    /// let client = keylatch::Client::from_redis_client(app_client, keylatch::Config::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect_with`](Client::connect_with).
+    pub async fn from_redis_client(client: crate::redis::Client, config: Config) -> Result<Client> {
+        Client::ready(keylatch_core::Client::from_redis_client(client, config).await?).await
+    }
+
+    /// Builds a client on a deadpool-redis pool the application already has. keylatch takes
+    /// [`Config::connections`] connections from the pool and keeps them; its one pub/sub
+    /// connection is opened through `pubsub`, a redis-rs client with the same settings as the
+    /// pool (Redis serves pub/sub on a connection of its own, which a pool cannot lend).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch::Result<()> {
+    /// use keylatch::{deadpool_redis, redis};
+    /// let url = "redis://127.0.0.1:6379";
+    /// let pool = deadpool_redis::Config::from_url(url)
+    ///     .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+    ///     .expect("a valid url");
+    /// let pubsub = redis::Client::open(url).expect("a valid url");
+    /// let client = keylatch::Client::from_pool(pool, pubsub, keylatch::Config::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect_with`](Client::connect_with), and [`Error::Pool`](crate::Error::Pool).
+    pub async fn from_pool(
+        pool: crate::deadpool_redis::Pool,
+        pubsub: crate::redis::Client,
+        config: Config,
+    ) -> Result<Client> {
+        Client::ready(keylatch_core::Client::from_pool(pool, pubsub, config).await?).await
+    }
+
+    async fn ready(core: keylatch_core::Client) -> Result<Client> {
         core.preload(&all_scripts()).await?;
         Ok(Client::from(core))
     }
@@ -169,14 +221,15 @@ impl Client {
         self.core.wait_idle().await;
     }
 
-    /// A connection from the client's deadpool-redis pool, for the application's own commands
-    /// (it returns to the pool on drop).
+    /// A new connection of its own to the primary, with the client's settings (address, TLS,
+    /// credentials; with Sentinel, the primary of the moment), for the application's own
+    /// commands. It does not follow a failover: open another one after an error.
     ///
     /// # Errors
     /// [`Error::Connect`](crate::Error::Connect), [`Error::Timeout`](crate::Error::Timeout),
-    /// [`Error::Pool`](crate::Error::Pool), [`Error::Closed`](crate::Error::Closed).
-    pub async fn pool_connection(&self) -> Result<crate::deadpool_redis::Connection> {
-        self.core.pool_connection().await
+    /// [`Error::Auth`](crate::Error::Auth), [`Error::Closed`](crate::Error::Closed).
+    pub async fn connection(&self) -> Result<crate::redis::aio::MultiplexedConnection> {
+        self.core.connection().await
     }
 
     /// The core client, for keylatch's own crates and tests; not part of the public API.

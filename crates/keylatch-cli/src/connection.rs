@@ -1,0 +1,116 @@
+//! The connection settings, from the flags over the environment, and how they reach the
+//! processes the CLI starts.
+
+use keylatch::Config;
+
+use crate::cli::ConnectionArgs;
+use crate::failure::{EX_USAGE, Failure};
+
+/// Variables that carry where Redis is or a password: a command run under a lock does not
+/// inherit them.
+pub const SECRET_VARS: [&str; 5] = [
+    "KEYLATCH_REDIS_URL",
+    "REDIS_URL",
+    "KEYLATCH_REDIS_PASSWORD",
+    "KEYLATCH_SENTINEL_PASSWORD",
+    "KEYLATCH_SENTINEL_USERNAME",
+];
+
+/// The client configuration: [`Config::from_env`], then the flags.
+pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
+    let mut config = Config::from_env();
+    if let Some(url) = &args.redis {
+        if url_has_password(url) {
+            eprintln!(
+                "keylatch: warning: the password in --redis is visible to every local user \
+                 (ps, /proc); use KEYLATCH_REDIS_PASSWORD or --password-file"
+            );
+        }
+        config.url = url.clone();
+    }
+    if args.tls {
+        for scheme in ["redis://", "redis+sentinel://"] {
+            if config.url.starts_with(scheme) {
+                config.url = format!("{}s{}", &scheme[..5], &config.url[5..]);
+            }
+        }
+    }
+    if let Some(user) = &args.user {
+        config.username = Some(user.clone());
+    }
+    if let Some(path) = &args.password_file {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            Failure::new(
+                EX_USAGE,
+                format!("cannot read the password file {}: {err}", path.display()),
+            )
+        })?;
+        let password = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('\r');
+        if password.is_empty() {
+            return Err(Failure::new(
+                EX_USAGE,
+                format!("the password file {} is empty", path.display()),
+            ));
+        }
+        config.password = Some(password.to_owned());
+    }
+    if let Some(path) = &args.cacert {
+        config.tls.ca_file = Some(path.clone());
+    }
+    if let Some(path) = &args.cert {
+        config.tls.cert_file = Some(path.clone());
+    }
+    if let Some(path) = &args.key {
+        config.tls.key_file = Some(path.clone());
+    }
+    config.tls.insecure |= args.insecure;
+    Ok(config)
+}
+
+/// Whether a URL carries a password (userinfo or a `password`/`pass` parameter).
+fn url_has_password(url: &str) -> bool {
+    keylatch::core::redact_url(url) != url
+}
+
+/// Passes the connection settings to a child keylatch process through its environment (never
+/// its arguments, which every local user can read).
+pub fn pass_to(config: &Config, command: &mut tokio::process::Command) {
+    for var in SECRET_VARS {
+        command.env_remove(var);
+    }
+    command.env("KEYLATCH_REDIS_URL", &config.url);
+    let pairs = [
+        ("KEYLATCH_REDIS_USERNAME", config.username.as_deref()),
+        ("KEYLATCH_REDIS_PASSWORD", config.password.as_deref()),
+        (
+            "KEYLATCH_SENTINEL_USERNAME",
+            config.sentinel_username.as_deref(),
+        ),
+        (
+            "KEYLATCH_SENTINEL_PASSWORD",
+            config.sentinel_password.as_deref(),
+        ),
+    ];
+    for (var, value) in pairs {
+        if let Some(value) = value {
+            command.env(var, value);
+        }
+    }
+    let files = [
+        ("KEYLATCH_TLS_CA", &config.tls.ca_file),
+        ("KEYLATCH_TLS_CERT", &config.tls.cert_file),
+        ("KEYLATCH_TLS_KEY", &config.tls.key_file),
+    ];
+    for (var, value) in files {
+        if let Some(path) = value {
+            command.env(var, path);
+        }
+    }
+    if config.tls.insecure {
+        command.arg("--insecure");
+    }
+}

@@ -1,0 +1,401 @@
+//! Where and how keylatch connects: the endpoint a URL names (one server, or a service behind
+//! Sentinel), TLS settings and credentials. The one place that handles secrets: they go from
+//! the configuration into redis-rs's connection settings and nowhere else.
+
+use std::path::{Path, PathBuf};
+
+use deadpool_redis::redis::{
+    self, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
+    sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType},
+};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::redact::redact_url;
+
+/// The default port of a Sentinel.
+const SENTINEL_PORT: u16 = 26379;
+
+/// TLS settings, used for `rediss://` and `rediss+sentinel://` URLs.
+///
+/// By default the server's certificate is verified against the system's trusted roots. Set
+/// [`ca_file`](TlsConfig::ca_file) to verify it against your own CA instead, and
+/// [`cert_file`](TlsConfig::cert_file) with [`key_file`](TlsConfig::key_file) for mutual TLS.
+/// The environment variables `KEYLATCH_TLS_CA`, `KEYLATCH_TLS_CERT` and `KEYLATCH_TLS_KEY`
+/// set them in [`Config::from_env`].
+#[derive(Clone, Default, PartialEq, Eq, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+#[non_exhaustive]
+pub struct TlsConfig {
+    /// A PEM file of the CA certificates to trust instead of the system's roots
+    /// (redis-cli's `--cacert`).
+    pub ca_file: Option<PathBuf>,
+    /// A PEM client certificate, for servers that require one (`--cert`).
+    pub cert_file: Option<PathBuf>,
+    /// The PEM private key of [`cert_file`](TlsConfig::cert_file) (`--key`).
+    pub key_file: Option<PathBuf>,
+    /// **Dangerous**: accept any server certificate, unverified (`--insecure`). Anyone on the
+    /// path to Redis can then read and change every command, credentials included. For tests
+    /// against self-signed servers only.
+    pub insecure: bool,
+}
+
+impl TlsConfig {
+    /// Whether any file is set (a plain `redis://` URL with them is refused).
+    fn has_files(&self) -> bool {
+        self.ca_file.is_some() || self.cert_file.is_some() || self.key_file.is_some()
+    }
+
+    /// Reads the files into redis-rs's certificate set.
+    fn certificates(&self) -> Result<Option<redis::TlsCertificates>> {
+        if !self.has_files() {
+            return Ok(None);
+        }
+        let read = |field: &'static str, path: &Path| {
+            std::fs::read(path).map_err(|source| Error::TlsFile {
+                field,
+                path: path.to_owned(),
+                source,
+            })
+        };
+        let client_tls = match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                client_cert: read("tls.cert_file", cert)?,
+                client_key: read("tls.key_file", key)?,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(Error::InvalidConfig {
+                    field: "tls",
+                    reason: "a client certificate needs both cert_file and key_file",
+                });
+            }
+        };
+        let root_cert = self
+            .ca_file
+            .as_deref()
+            .map(|path| read("tls.ca_file", path))
+            .transpose()?;
+        Ok(Some(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
+    }
+}
+
+/// What a URL names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    /// One server: `redis://`, `rediss://`, `redis+unix://`, `unix://`.
+    Single,
+    /// A primary found through Sentinel: `redis+sentinel://` or `rediss+sentinel://`.
+    Sentinel(SentinelUrl),
+}
+
+/// A parsed `redis[s]+sentinel://[user:password@]host:port[,host:port…]/service[/db]` URL.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SentinelUrl {
+    pub(crate) tls: bool,
+    pub(crate) sentinels: Vec<(String, u16)>,
+    pub(crate) service: String,
+    pub(crate) db: i64,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+}
+
+impl std::fmt::Debug for SentinelUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelUrl")
+            .field("tls", &self.tls)
+            .field("sentinels", &self.sentinels)
+            .field("service", &self.service)
+            .field("db", &self.db)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// Parses the configured URL's shape (a single server's URL is checked by redis-rs).
+    pub(crate) fn parse(url: &str) -> Result<Endpoint> {
+        let invalid = |reason: &'static str| Error::InvalidSentinelUrl {
+            url: redact_url(url),
+            reason,
+        };
+        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "redis+sentinel" => false,
+            "rediss+sentinel" => true,
+            _ => return Ok(Endpoint::Single),
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((userinfo, hosts)) => (Some(userinfo), hosts),
+            None => (None, authority),
+        };
+        let (username, password) = match userinfo {
+            None => (None, None),
+            Some(info) => {
+                let (user, pass) = info.split_once(':').unwrap_or((info, ""));
+                let decode = |s: &str| {
+                    url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                        .next()
+                        .map(|(_, v)| v.into_owned())
+                        .unwrap_or_default()
+                };
+                let user = Some(decode(user)).filter(|u| !u.is_empty());
+                let pass = Some(decode(pass)).filter(|p| !p.is_empty());
+                (user, pass)
+            }
+        };
+        let mut sentinels = Vec::new();
+        for host in hosts.split(',').map(str::trim) {
+            if host.is_empty() {
+                return Err(invalid("an empty sentinel address"));
+            }
+            let (name, port) = match host.rsplit_once(':') {
+                Some((name, port)) if !name.ends_with(':') || name.starts_with('[') => (
+                    name,
+                    port.parse::<u16>()
+                        .ok()
+                        .filter(|p| *p != 0)
+                        .ok_or_else(|| {
+                            invalid("a sentinel port is not a number from 1 to 65535")
+                        })?,
+                ),
+                _ => (host, SENTINEL_PORT),
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            if name.is_empty() {
+                return Err(invalid("a sentinel address has no host"));
+            }
+            sentinels.push((name.to_owned(), port));
+        }
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
+        let service = parts
+            .next()
+            .ok_or_else(|| invalid("the service name is missing (…/<service-name>)"))?
+            .to_owned();
+        let db = match parts.next() {
+            None => 0,
+            Some(db) => db
+                .parse::<i64>()
+                .ok()
+                .filter(|db| *db >= 0)
+                .ok_or_else(|| invalid("the database number is not a number"))?,
+        };
+        if parts.next().is_some() {
+            return Err(invalid("the path is …/<service-name>[/<db>]"));
+        }
+        Ok(Endpoint::Sentinel(SentinelUrl {
+            tls,
+            sentinels,
+            service,
+            db,
+            username,
+            password,
+        }))
+    }
+}
+
+/// Installs rustls's process-wide crypto provider (ring) if none is installed yet: redis-rs's
+/// TLS connections need one.
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may have installed one meanwhile: either is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// The connection settings keylatch sends with every connection: the library's name, and the
+/// configured credentials over the URL's.
+fn redis_settings(
+    mut settings: RedisConnectionInfo,
+    username: Option<&str>,
+    password: Option<&str>,
+) -> RedisConnectionInfo {
+    if let Some(username) = username {
+        settings = settings.set_username(username);
+    }
+    if let Some(password) = password {
+        settings = settings.set_password(password);
+    }
+    settings.set_lib_name("keylatch", env!("CARGO_PKG_VERSION"))
+}
+
+/// A redis-rs client for one server, with the configured TLS settings and credentials.
+pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
+    let shown = redact_url(&config.url);
+    let invalid = |source| Error::InvalidUrl {
+        url: shown.clone(),
+        source,
+    };
+    let info: ConnectionInfo = config
+        .url
+        .as_str()
+        .into_connection_info()
+        .map_err(invalid)?;
+    let settings = redis_settings(
+        info.redis_settings().clone(),
+        config.username.as_deref(),
+        config.password.as_deref(),
+    );
+    let mut addr = info.addr().clone();
+    let is_tls = matches!(addr, ConnectionAddr::TcpTls { .. });
+    if !is_tls && (config.tls.has_files() || config.tls.insecure) {
+        return Err(Error::InvalidConfig {
+            field: "tls",
+            reason: "TLS settings need a rediss:// URL",
+        });
+    }
+    if is_tls {
+        install_crypto_provider();
+        if let ConnectionAddr::TcpTls { insecure, .. } = &mut addr {
+            *insecure |= config.tls.insecure;
+        }
+    }
+    let info = info.set_addr(addr).set_redis_settings(settings);
+    match config.tls.certificates()? {
+        Some(certificates) if is_tls => {
+            redis::Client::build_with_tls(info, certificates).map_err(invalid)
+        }
+        _ => redis::Client::open(info).map_err(invalid),
+    }
+}
+
+/// A redis-rs Sentinel client that finds `url.service`'s primary, with TLS and credentials
+/// for both the sentinels and the data nodes.
+pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<SentinelClient> {
+    let shown = redact_url(&config.url);
+    let invalid = |source| Error::InvalidUrl {
+        url: shown.clone(),
+        source,
+    };
+    if !url.tls && (config.tls.has_files() || config.tls.insecure) {
+        return Err(Error::InvalidConfig {
+            field: "tls",
+            reason: "TLS settings need a rediss+sentinel:// URL",
+        });
+    }
+    let tls_mode = url.tls.then_some(if config.tls.insecure {
+        redis::TlsMode::Insecure
+    } else {
+        redis::TlsMode::Secure
+    });
+    let addrs = url.sentinels.iter().map(|(host, port)| match tls_mode {
+        None => ConnectionAddr::Tcp(host.clone(), *port),
+        Some(mode) => ConnectionAddr::TcpTls {
+            host: host.clone(),
+            port: *port,
+            insecure: mode == redis::TlsMode::Insecure,
+            tls_params: None,
+        },
+    });
+    let mut builder = SentinelClientBuilder::new(addrs, &url.service, SentinelServerType::Master)
+        .map_err(invalid)?
+        .set_client_to_redis_db(url.db);
+    let username = config.username.as_deref().or(url.username.as_deref());
+    let password = config.password.as_deref().or(url.password.as_deref());
+    if let Some(username) = username {
+        builder = builder.set_client_to_redis_username(username);
+    }
+    if let Some(password) = password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(username) = config.sentinel_username.as_deref() {
+        builder = builder.set_client_to_sentinel_username(username);
+    }
+    if let Some(password) = config.sentinel_password.as_deref() {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    if let Some(mode) = tls_mode {
+        install_crypto_provider();
+        builder = builder
+            .set_client_to_redis_tls_mode(mode)
+            .set_client_to_sentinel_tls_mode(mode);
+        if let Some(certificates) = config.tls.certificates()? {
+            builder = builder
+                .set_client_to_redis_certificates(certificates.clone())
+                .set_client_to_sentinel_certificates(certificates);
+        }
+    }
+    builder.build().map_err(invalid)
+}
+
+/// Whether `err` (or a cause of it) is a failed TLS certificate verification.
+pub(crate) fn is_tls_verification(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(err);
+    while let Some(err) = current {
+        if let Some(rustls) = err.downcast_ref::<rustls::Error>() {
+            return matches!(
+                rustls,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+            );
+        }
+        let text = err.to_string();
+        if text.contains("invalid peer certificate") || text.contains("UnknownIssuer") {
+            return true;
+        }
+        current = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentinel_urls_parse() {
+        let Endpoint::Sentinel(url) =
+            Endpoint::parse("redis+sentinel://app:s%40cret@10.0.0.1:26380,10.0.0.2/jobs/3")
+                .unwrap()
+        else {
+            panic!("not a sentinel url")
+        };
+        assert!(!url.tls);
+        assert_eq!(
+            url.sentinels,
+            vec![
+                ("10.0.0.1".to_owned(), 26380),
+                ("10.0.0.2".to_owned(), SENTINEL_PORT)
+            ]
+        );
+        assert_eq!(url.service, "jobs");
+        assert_eq!(url.db, 3);
+        assert_eq!(url.username.as_deref(), Some("app"));
+        assert_eq!(url.password.as_deref(), Some("s@cret"));
+        assert!(!format!("{url:?}").contains("cret"));
+        let Endpoint::Sentinel(url) =
+            Endpoint::parse("rediss+sentinel://[::1]:5000/keylatch").unwrap()
+        else {
+            panic!("not a sentinel url")
+        };
+        assert!(url.tls);
+        assert_eq!(url.sentinels, vec![("::1".to_owned(), 5000)]);
+        assert_eq!(Endpoint::parse("redis://h:1").unwrap(), Endpoint::Single);
+    }
+
+    #[test]
+    fn bad_sentinel_urls_are_refused_without_their_password() {
+        for url in [
+            "redis+sentinel://u:hunter2@h:1",
+            "redis+sentinel://u:hunter2@h:1/",
+            "redis+sentinel://u:hunter2@h:x/svc",
+            "redis+sentinel://u:hunter2@h:1,,h:2/svc",
+            "redis+sentinel://u:hunter2@h:1/svc/db",
+            "redis+sentinel://u:hunter2@h:1/svc/1/2",
+        ] {
+            let err = Endpoint::parse(url).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidSentinelUrl { .. }),
+                "{url}: {err:?}"
+            );
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+            assert!(!format!("{err:?}").contains("hunter2"), "{err:?}");
+        }
+    }
+}
