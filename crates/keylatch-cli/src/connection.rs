@@ -68,6 +68,12 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
         config.tls.key_file = Some(path.clone());
     }
     config.tls.insecure |= args.insecure;
+    if config.tls.insecure {
+        eprintln!(
+            "keylatch: warning: --insecure: the server's TLS certificate is not verified; \
+             anyone on the network path can impersonate it"
+        );
+    }
     Ok(config)
 }
 

@@ -255,6 +255,9 @@ pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
         install_crypto_provider();
         if let ConnectionAddr::TcpTls { insecure, .. } = &mut addr {
             *insecure |= config.tls.insecure;
+            if *insecure {
+                warn_insecure(&shown);
+            }
         }
     }
     let info = info.set_addr(addr).set_redis_settings(settings);
@@ -264,6 +267,15 @@ pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
         }
         _ => redis::Client::open(info).map_err(invalid),
     }
+}
+
+/// Says loudly that a connection trusts any certificate.
+fn warn_insecure(shown: &str) {
+    tracing::warn!(
+        url = %shown,
+        "TLS certificate verification is OFF: anyone on the network path can impersonate the \
+         server; use a CA file instead"
+    );
 }
 
 /// A redis-rs Sentinel client that finds `url.service`'s primary, with TLS and credentials
@@ -281,6 +293,7 @@ pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<Sent
         });
     }
     let tls_mode = url.tls.then_some(if config.tls.insecure {
+        warn_insecure(&shown);
         redis::TlsMode::Insecure
     } else {
         redis::TlsMode::Secure

@@ -31,6 +31,25 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! A TLS-only server (plaintext port off) on certificates generated in the test, with or
+//! without mutual TLS, and a password that stays out of the process arguments:
+//!
+//! ```no_run
+//! use keylatch_testkit::{ClientAuth, RedisServer, TlsFiles};
+//!
+//! let tls = TlsFiles::generate()?; // a CA, a server and a client certificate
+//! let server = RedisServer::builder()
+//!     .tls(&tls, ClientAuth::Required)
+//!     .password("s3cret")
+//!     .start()?;
+//! assert!(server.url().starts_with("rediss://"));
+//! assert_eq!(server.cli(&["PING"])?, "PONG"); // through a unix socket, logged in
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! A [`SentinelSet`] is one primary, two replicas and three sentinels, with
+//! [`SentinelSet::failover`] to force a failover.
+//!
 //! A [`FaultProxy`] sits between a client and a server and injects network faults on
 //! demand: delays, a blackhole, replies dropped after the request was applied, reset
 //! connections, refused connections.
@@ -49,11 +68,15 @@
 
 mod proxy;
 mod resp;
+mod sentinel;
 mod server;
 mod support;
+mod tls;
 
 pub use proxy::{Fault, FaultProxy};
+pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};
+pub use tls::{ClientAuth, TlsFiles};
 
 use std::path::Path;
 

@@ -64,21 +64,58 @@ pub(crate) fn encode(args: &[&str]) -> Vec<u8> {
     buf
 }
 
-/// Opens a connection, sends one command and reads exactly one reply.
-pub(crate) fn request(
-    addr: SocketAddr,
+/// Where a server listens: a loopback TCP address, or a unix socket (a TLS-only server's
+/// plaintext door for the testkit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    Tcp(SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+/// Opens a connection to `target`, authenticates with `password` if given (as the default
+/// user), sends one command and reads its reply.
+pub(crate) fn request_to(
+    target: &Target,
+    password: Option<&str>,
     args: &[&str],
     connect_timeout: Duration,
     io_timeout: Duration,
 ) -> io::Result<Reply> {
-    let stream = TcpStream::connect_timeout(&addr, connect_timeout)?;
-    stream.set_read_timeout(Some(io_timeout))?;
-    stream.set_write_timeout(Some(io_timeout))?;
-    stream.set_nodelay(true)?;
-    (&stream).write_all(&encode(args))?;
-    let mut reader = BufReader::new(stream);
-    read_reply(&mut reader, 0)
+    let mut payload = Vec::new();
+    if let Some(password) = password {
+        payload.extend(encode(&["AUTH", password]));
+    }
+    payload.extend(encode(args));
+    let exchange = |stream: &mut dyn ReadWrite| -> io::Result<Reply> {
+        stream.write_all(&payload)?;
+        let mut reader = BufReader::new(stream);
+        if password.is_some()
+            && let Reply::Error(e) = read_reply(&mut reader, 0)?
+        {
+            return Ok(Reply::Error(e));
+        }
+        read_reply(&mut reader, 0)
+    };
+    match target {
+        Target::Tcp(addr) => {
+            let mut stream = TcpStream::connect_timeout(addr, connect_timeout)?;
+            stream.set_read_timeout(Some(io_timeout))?;
+            stream.set_write_timeout(Some(io_timeout))?;
+            stream.set_nodelay(true)?;
+            exchange(&mut stream)
+        }
+        Target::Unix(path) => {
+            let mut stream = std::os::unix::net::UnixStream::connect(path)?;
+            stream.set_read_timeout(Some(io_timeout))?;
+            stream.set_write_timeout(Some(io_timeout))?;
+            exchange(&mut stream)
+        }
+    }
 }
+
+/// A byte stream both ways (TCP or unix socket).
+trait ReadWrite: io::Read + Write {}
+impl<T: io::Read + Write> ReadWrite for T {}
 
 fn protocol_error(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())

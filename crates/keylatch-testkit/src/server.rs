@@ -8,10 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::resp::{self, Reply};
+use crate::resp::{self, Reply, Target};
 use crate::support::{
     clear_data_files, file_len, make_temp_dir, release_port, reserve_free_port, tail,
 };
+use crate::tls::{ClientAuth, TlsFiles, write_secret};
 use crate::{REDIS_SERVER_BIN, find_on_path};
 
 const HOST: &str = "127.0.0.1";
@@ -27,12 +28,39 @@ pub(crate) const LOG_FILE: &str = "redis.log";
 pub(crate) const STDIO_FILE: &str = "redis.stdio.log";
 /// Read timeout for [`RedisServer::cli`]; generous so `DEBUG SLEEP` etc. work.
 const CLI_IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// The configuration file written to the server's directory when there are settings
+/// that must stay out of the process arguments (passwords) or that a sentinel rewrites.
+const CONFIG_FILE: &str = "keylatch.conf";
+/// The unix socket of a TLS server, through which the testkit itself talks to it.
+const UNIX_SOCKET: &str = "redis.sock";
+
+/// A string that is never shown by `Debug`.
+#[derive(Clone, Default)]
+pub(crate) struct Secret(pub(crate) String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+#[derive(Debug, Clone)]
+struct TlsSettings {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
+    auth: ClientAuth,
+}
 
 /// Options for a [`RedisServer`]; made by [`RedisServer::builder`].
 #[derive(Debug, Clone, Default)]
 pub struct RedisServerBuilder {
     enable_debug: bool,
     args: Vec<String>,
+    tls: Option<TlsSettings>,
+    password: Option<Secret>,
+    config_lines: Vec<Secret>,
+    sentinel: bool,
 }
 
 impl RedisServerBuilder {
@@ -52,6 +80,43 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Serves TLS only, on the certificates of `files` (`--tls-port`, plaintext port
+    /// off). The testkit reaches the server through a unix socket in its directory;
+    /// [`RedisServer::url`] is a `rediss://` URL. `files` must outlive the server.
+    pub fn tls(mut self, files: &TlsFiles, auth: ClientAuth) -> Self {
+        self.tls = Some(TlsSettings {
+            cert: files.server_cert_file(),
+            key: files.server_key_file(),
+            ca: files.ca_file(),
+            auth,
+        });
+        self
+    }
+
+    /// Requires `password` for the default user (`requirepass`), and uses it to log in
+    /// to a primary (`masterauth`). It goes to the server in a configuration file that
+    /// only this user can read, never on the command line; [`RedisServer::cli`] logs
+    /// in with it.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(Secret(password.into()));
+        self
+    }
+
+    /// Adds one line to the server's configuration file (for settings that must not
+    /// show in the process arguments, or that a sentinel rewrites, such as
+    /// `sentinel monitor …`).
+    pub fn config_line(mut self, line: impl Into<String>) -> Self {
+        self.config_lines.push(Secret(line.into()));
+        self
+    }
+
+    /// Runs the process as a Redis Sentinel (`--sentinel`); its monitors come from
+    /// [`config_line`](Self::config_line).
+    pub fn sentinel(mut self, yes: bool) -> Self {
+        self.sentinel = yes;
+        self
+    }
+
     /// Starts the server on a free loopback port and waits until it answers
     /// `PING`.
     ///
@@ -63,26 +128,79 @@ impl RedisServerBuilder {
         start_with(self, REDIS_SERVER_BIN)
     }
 
+    /// Whether the server needs a configuration file in its directory.
+    fn needs_config_file(&self) -> bool {
+        self.password.is_some() || !self.config_lines.is_empty() || self.sentinel
+    }
+
+    /// Writes the configuration file, unless it exists (a sentinel rewrites its own).
+    fn write_config_file(&self, dir: &Path) -> io::Result<()> {
+        let path = dir.join(CONFIG_FILE);
+        if !self.needs_config_file() || path.exists() {
+            return Ok(());
+        }
+        let mut text = String::new();
+        if let Some(Secret(password)) = &self.password {
+            let quoted = quote(password);
+            text.push_str(&format!("requirepass {quoted}\nmasterauth {quoted}\n"));
+        }
+        for Secret(line) in &self.config_lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        write_secret(&path, &text)
+    }
+
+    /// How the testkit reaches a server of these options on `port`.
+    fn target(&self, port: u16, dir: &Path) -> Target {
+        if self.tls.is_some() {
+            Target::Unix(dir.join(UNIX_SOCKET))
+        } else {
+            Target::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        }
+    }
+
     fn command_args(&self, port: u16, dir: &Path) -> Vec<String> {
-        let mut args: Vec<String> = [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            HOST,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            &dir.to_string_lossy(),
-            "--daemonize",
-            "no",
-            "--logfile",
-            &dir.join(LOG_FILE).to_string_lossy(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut args = Vec::new();
+        if self.needs_config_file() {
+            args.push(dir.join(CONFIG_FILE).to_string_lossy().into_owned());
+        }
+        if self.sentinel {
+            args.push("--sentinel".to_owned());
+        }
+        let port = port.to_string();
+        let dir_text = dir.to_string_lossy();
+        let log = dir.join(LOG_FILE);
+        let socket = dir.join(UNIX_SOCKET);
+        let mut pairs: Vec<(&str, std::borrow::Cow<'_, str>)> = Vec::new();
+        match &self.tls {
+            None => pairs.push(("--port", port.as_str().into())),
+            Some(tls) => {
+                pairs.extend([
+                    ("--port", "0".into()),
+                    ("--tls-port", port.as_str().into()),
+                    ("--tls-cert-file", tls.cert.to_string_lossy()),
+                    ("--tls-key-file", tls.key.to_string_lossy()),
+                    ("--tls-ca-cert-file", tls.ca.to_string_lossy()),
+                    ("--tls-auth-clients", tls.auth.redis_value().into()),
+                    ("--unixsocket", socket.to_string_lossy()),
+                    ("--unixsocketperm", "700".into()),
+                ]);
+            }
+        }
+        pairs.push(("--bind", HOST.into()));
+        if !self.sentinel {
+            // A sentinel has no data set to save.
+            pairs.extend([("--save", "".into()), ("--appendonly", "no".into())]);
+        }
+        pairs.extend([
+            ("--dir", dir_text),
+            ("--daemonize", "no".into()),
+            ("--logfile", log.to_string_lossy()),
+        ]);
+        for (name, value) in pairs {
+            args.extend([name.to_owned(), value.into_owned()]);
+        }
         if self.enable_debug {
             args.extend(["--enable-debug-command".to_owned(), "yes".to_owned()]);
         }
@@ -128,9 +246,20 @@ impl RedisServer {
         HOST
     }
 
-    /// The connection URL, `redis://127.0.0.1:PORT`.
+    /// The connection URL: `redis://127.0.0.1:PORT`, or `rediss://127.0.0.1:PORT` for a
+    /// [TLS](RedisServerBuilder::tls) server. It carries no password.
     pub fn url(&self) -> String {
-        format!("redis://{HOST}:{}", self.port)
+        let scheme = if self.options.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://{HOST}:{}", self.port)
+    }
+
+    /// Whether the server serves TLS only.
+    pub fn is_tls(&self) -> bool {
+        self.options.tls.is_some()
     }
 
     /// The process id of the current (or, after [`kill`](Self::kill), the
@@ -144,8 +273,9 @@ impl RedisServer {
         &self.dir
     }
 
-    /// Sends one command over a fresh TCP connection (raw RESP, no
-    /// `redis-cli`) and returns the reply as text.
+    /// Sends one command over a fresh connection (raw RESP, no `redis-cli`; TCP, or
+    /// the unix socket of a TLS server; logged in with the server's password if it has
+    /// one) and returns the reply as text.
     ///
     /// Bulk and simple strings come back as themselves, integers as digits,
     /// nil as `(nil)`, arrays as one element per line (nested arrays are
@@ -158,7 +288,13 @@ impl RedisServer {
                 "cli: empty command",
             ));
         }
-        match resp::request(self.addr(), args, Duration::from_secs(2), CLI_IO_TIMEOUT)? {
+        match resp::request_to(
+            &self.options.target(self.port, &self.dir),
+            self.options.password.as_ref().map(|p| p.0.as_str()),
+            args,
+            Duration::from_secs(2),
+            CLI_IO_TIMEOUT,
+        )? {
             Reply::Error(msg) => Err(io::Error::other(msg)),
             reply => Ok(reply.render()),
         }
@@ -201,10 +337,6 @@ impl RedisServer {
         }
         Err(last_err.unwrap_or_else(|| io::Error::other("restart failed")))
     }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
-    }
 }
 
 impl Drop for RedisServer {
@@ -213,6 +345,26 @@ impl Drop for RedisServer {
         let _ = fs::remove_dir_all(&self.dir);
         release_port(self.port);
     }
+}
+
+/// `text` as a double-quoted Redis configuration argument.
+pub(crate) fn quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            '\n' => quoted.push_str("\\n"),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// Why one launch attempt failed.
@@ -292,6 +444,7 @@ fn launch(
     let log_start = file_len(&log_path);
     let stdio_start = file_len(&stdio_path);
     let fatal = LaunchError::Fatal;
+    options.write_config_file(dir).map_err(fatal)?;
 
     let stdio = OpenOptions::new()
         .create(true)
@@ -320,7 +473,8 @@ fn launch(
             tail(&stdio_path, stdio_start),
         )
     };
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let target = options.target(port, dir);
+    let password = options.password.as_ref().map(|p| p.0.as_str());
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait().map_err(fatal)? {
@@ -334,10 +488,11 @@ fn launch(
             });
         }
         let short = Duration::from_millis(250);
-        if let Ok(Reply::Simple(pong)) = resp::request(addr, &["PING"], short, short)
+        if let Ok(Reply::Simple(pong)) =
+            resp::request_to(&target, password, &["PING"], short, short)
             && pong == "PONG"
         {
-            match server_pid(addr) {
+            match server_pid(&target, password) {
                 Some(p) if p == pid => {
                     let watchdog = spawn_watchdog(pid);
                     return Ok(Launched { child, watchdog });
@@ -360,7 +515,7 @@ fn launch(
             return Err(LaunchError::Fatal(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "redis-server (pid {pid}) did not answer PING on {addr} within {}s\n{}",
+                    "redis-server (pid {pid}) did not answer PING on {target:?} within {}s\n{}",
                     READY_TIMEOUT.as_secs(),
                     logs()
                 ),
@@ -371,10 +526,15 @@ fn launch(
 }
 
 /// The `process_id` from `INFO server`, to make sure we reached our own child.
-fn server_pid(addr: SocketAddr) -> Option<u32> {
+fn server_pid(target: &Target, password: Option<&str>) -> Option<u32> {
     let t = Duration::from_millis(500);
-    let Ok(Reply::Bulk(info)) = resp::request(addr, &["INFO", "server"], t, Duration::from_secs(2))
-    else {
+    let Ok(Reply::Bulk(info)) = resp::request_to(
+        target,
+        password,
+        &["INFO", "server"],
+        t,
+        Duration::from_secs(2),
+    ) else {
         return None;
     };
     String::from_utf8_lossy(&info)

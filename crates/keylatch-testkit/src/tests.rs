@@ -252,3 +252,96 @@ fn watchdog_kills_leaked_server() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn tls_server_serves_tls_only_and_the_testkit_reaches_it() {
+    require_redis();
+    let tls = crate::TlsFiles::generate().unwrap();
+    for path in [
+        tls.ca_file(),
+        tls.server_cert_file(),
+        tls.server_key_file(),
+        tls.client_cert_file(),
+        tls.client_key_file(),
+    ] {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("-----BEGIN"), "{}", path.display());
+    }
+    let server = RedisServer::builder()
+        .tls(&tls, crate::ClientAuth::Required)
+        .start()
+        .unwrap();
+    assert!(server.is_tls());
+    assert_eq!(
+        server.url(),
+        format!("rediss://127.0.0.1:{}", server.port())
+    );
+    assert_eq!(server.cli(&["PING"]).unwrap(), "PONG");
+    assert_eq!(server.cli(&["CONFIG", "GET", "port"]).unwrap(), "port\n0");
+    assert_eq!(
+        server.cli(&["CONFIG", "GET", "tls-auth-clients"]).unwrap(),
+        "tls-auth-clients\nyes"
+    );
+    // A plaintext PING on the TLS port gets no PONG.
+    let plain = crate::resp::request_to(
+        &crate::resp::Target::Tcp((Ipv4Addr::LOCALHOST, server.port()).into()),
+        None,
+        &["PING"],
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(1),
+    );
+    assert!(
+        !matches!(plain, Ok(crate::resp::Reply::Simple(ref s)) if s == "PONG"),
+        "{plain:?}"
+    );
+}
+
+#[test]
+fn password_stays_out_of_argv_and_debug() {
+    require_redis();
+    let secret = "s3cret \"quoted\" pw";
+    let builder = RedisServer::builder().password(secret);
+    assert!(!format!("{builder:?}").contains("s3cret"));
+    let server = builder.start().unwrap();
+    assert_eq!(server.cli(&["PING"]).unwrap(), "PONG");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.pid())).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains("s3cret"));
+    assert!(!format!("{server:?}").contains("s3cret"));
+    // Without the password the server refuses.
+    let anonymous = crate::resp::request_to(
+        &crate::resp::Target::Tcp((Ipv4Addr::LOCALHOST, server.port()).into()),
+        None,
+        &["GET", "k"],
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap();
+    assert!(
+        matches!(&anonymous, crate::resp::Reply::Error(e) if e.starts_with("NOAUTH")),
+        "{anonymous:?}"
+    );
+}
+
+#[test]
+fn sentinel_set_links_up_and_fails_over() {
+    require_redis();
+    let set = crate::SentinelSet::builder()
+        .password("data-pw")
+        .sentinel_password("sentinel-pw")
+        .start()
+        .unwrap();
+    assert_eq!(set.nodes().len(), 3);
+    assert_eq!(set.sentinels().len(), 3);
+    assert!(set.url().starts_with("redis+sentinel://127.0.0.1:"));
+    assert!(set.url().ends_with("/keylatch"));
+    let before = set.primary_port().unwrap();
+    assert_eq!(before, set.nodes()[0].port());
+    set.primary().unwrap().cli(&["SET", "k", "v"]).unwrap();
+    let took = set.failover().unwrap();
+    let after = set.primary_port().unwrap();
+    println!("failover from {before} to {after} took {took:?}");
+    assert_ne!(after, before);
+    assert_eq!(set.primary().unwrap().cli(&["GET", "k"]).unwrap(), "v");
+    let role = set.nodes()[0].cli(&["ROLE"]).unwrap();
+    assert!(role.starts_with("slave"), "{role}");
+}
