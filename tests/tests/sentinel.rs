@@ -203,3 +203,64 @@ async fn every_primitive_through_the_sentinels_and_across_a_failover() {
     holder.shutdown().await.unwrap();
     waiter.shutdown().await.unwrap();
 }
+
+/// TLS everywhere (sentinels, data nodes, replication), with passwords: every primitive before
+/// and after a failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_primitive_through_tls_sentinels_and_after_a_failover() {
+    let files = Arc::new(keylatch_testkit::TlsFiles::generate().unwrap());
+    let ca = files.ca_file();
+    let set = tokio::task::spawn_blocking(move || {
+        SentinelSet::builder()
+            .tls(files)
+            .password(DATA_PASSWORD)
+            .sentinel_password(SENTINEL_PASSWORD)
+            .start()
+    })
+    .await
+    .unwrap()
+    .expect("start a TLS sentinel set");
+    assert!(set.url().starts_with("rediss+sentinel://"));
+    let connect = || {
+        let config = Config::builder()
+            .url(set.url())
+            .tls_ca_file(&ca)
+            .password(DATA_PASSWORD)
+            .sentinel_credentials(None, SENTINEL_PASSWORD)
+            .fallback_poll(Duration::from_secs(60))
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .expect("config");
+        Client::connect_with(config)
+    };
+    let holder = connect()
+        .await
+        .expect("connect over TLS through the sentinels");
+    let waiter = connect()
+        .await
+        .expect("connect over TLS through the sentinels");
+    assert_eq!(
+        exercise_every_primitive(&holder, &waiter, "app:tls-sentinel").await,
+        6
+    );
+    let (set, took) = tokio::task::spawn_blocking(move || {
+        let took = set.failover().expect("failover");
+        (set, took)
+    })
+    .await
+    .unwrap();
+    println!("TLS sentinels switched the primary in {took:?}");
+    assert_eq!(
+        exercise_every_primitive(&holder, &waiter, "app:tls-sentinel-after").await,
+        6
+    );
+    assert!(holder.stats().primary_moves > 0 && waiter.stats().primary_moves > 0);
+    let keys = set
+        .primary()
+        .unwrap()
+        .cli(&["KEYS", "app:tls-sentinel-after-*"])
+        .unwrap();
+    assert!(keys.contains("app:tls-sentinel-after-semaphore"), "{keys}");
+    holder.shutdown().await.unwrap();
+    waiter.shutdown().await.unwrap();
+}

@@ -22,7 +22,12 @@ pub struct SentinelSetBuilder {
     password: Option<Secret>,
     sentinel_password: Option<Secret>,
     down_after: Duration,
+    tls: Option<TlsPaths>,
 }
+
+/// The certificate files of a TLS set (the `TlsFiles` they come from must outlive it).
+#[derive(Debug, Clone)]
+struct TlsPaths(std::sync::Arc<crate::TlsFiles>);
 
 impl std::fmt::Debug for SentinelSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -45,6 +50,7 @@ impl Default for SentinelSetBuilder {
             password: None,
             sentinel_password: None,
             down_after: Duration::from_secs(1),
+            tls: None,
         }
     }
 }
@@ -63,6 +69,14 @@ impl SentinelSetBuilder {
         self
     }
 
+    /// Serves TLS only, on every node and sentinel (`--tls-port`, plaintext ports off,
+    /// replication and the sentinels' own links over TLS too), on certificates of `files`;
+    /// [`SentinelSet::url`] is then a `rediss+sentinel://` URL.
+    pub fn tls(mut self, files: std::sync::Arc<crate::TlsFiles>) -> Self {
+        self.tls = Some(TlsPaths(files));
+        self
+    }
+
     /// How long the primary must be unreachable before the sentinels call it down
     /// (`down-after-milliseconds`, 1 s by default).
     pub fn down_after(mut self, down_after: Duration) -> Self {
@@ -74,8 +88,15 @@ impl SentinelSetBuilder {
     /// the replicas are in sync and every sentinel knows both replicas and the other
     /// two sentinels.
     pub fn start(self) -> io::Result<SentinelSet> {
+        let tls = |builder: crate::RedisServerBuilder| match &self.tls {
+            Some(TlsPaths(files)) => builder
+                .tls(files, crate::ClientAuth::No)
+                .arg("--tls-replication")
+                .arg("yes"),
+            None => builder,
+        };
         let data = |builder: crate::RedisServerBuilder| {
-            let builder = builder
+            let builder = tls(builder)
                 .arg("--repl-diskless-sync")
                 .arg("yes")
                 .arg("--repl-diskless-sync-delay")
@@ -97,7 +118,7 @@ impl SentinelSetBuilder {
         }
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            let mut builder = RedisServer::builder()
+            let mut builder = tls(RedisServer::builder())
                 .sentinel(true)
                 .config_line(format!(
                     "sentinel monitor {SERVICE} 127.0.0.1 {} 2",
@@ -120,7 +141,11 @@ impl SentinelSetBuilder {
             }
             sentinels.push(builder.start()?);
         }
-        let set = SentinelSet { nodes, sentinels };
+        let set = SentinelSet {
+            nodes,
+            sentinels,
+            _tls: self.tls,
+        };
         set.wait_linked(LINK_TIMEOUT)?;
         Ok(set)
     }
@@ -143,6 +168,8 @@ impl SentinelSetBuilder {
 pub struct SentinelSet {
     nodes: Vec<RedisServer>,
     sentinels: Vec<RedisServer>,
+    /// Kept alive while the servers use the files.
+    _tls: Option<TlsPaths>,
 }
 
 impl SentinelSet {
@@ -161,14 +188,20 @@ impl SentinelSet {
         SERVICE
     }
 
-    /// `redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/keylatch` (no passwords).
+    /// `redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/keylatch` (no passwords;
+    /// `rediss+sentinel://` for a TLS set).
     pub fn url(&self) -> String {
+        let scheme = if self._tls.is_some() {
+            "rediss+sentinel"
+        } else {
+            "redis+sentinel"
+        };
         let hosts: Vec<String> = self
             .sentinels
             .iter()
             .map(|s| format!("127.0.0.1:{}", s.port()))
             .collect();
-        format!("redis+sentinel://{}/{SERVICE}", hosts.join(","))
+        format!("{scheme}://{}/{SERVICE}", hosts.join(","))
     }
 
     /// The data nodes; the first one was the primary at the start.

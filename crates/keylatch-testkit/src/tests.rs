@@ -345,3 +345,22 @@ fn sentinel_set_links_up_and_fails_over() {
     let role = set.nodes()[0].cli(&["ROLE"]).unwrap();
     assert!(role.starts_with("slave"), "{role}");
 }
+
+#[test]
+fn tls_sentinel_set_links_up() {
+    require_redis();
+    let files = std::sync::Arc::new(crate::TlsFiles::generate().unwrap());
+    let set = crate::SentinelSet::builder()
+        .tls(files)
+        .password("data-pw")
+        .start()
+        .unwrap();
+    assert!(set.url().starts_with("rediss+sentinel://127.0.0.1:"));
+    for node in set.nodes() {
+        assert!(node.is_tls());
+        assert_eq!(node.cli(&["CONFIG", "GET", "port"]).unwrap(), "port\n0");
+    }
+    assert!(set.sentinels().iter().all(|s| s.is_tls()));
+    let took = set.failover().unwrap();
+    println!("TLS set: failover took {took:?}");
+}
