@@ -7,7 +7,10 @@
 //!     [--iterations N] [--hold-ms N] [--watchdog-ms N] [--lease-ms N]
 //!     [--response-timeout-ms N] [--hold-forever]
 //!     [--mode reentrant|fair|read|write|permit] [--waiter-timeout-ms N] [--permits N]
+//!     [--run-ms N] [--replicas N] [--replicas-timeout-ms N]
 //! ```
+//! `--run-ms` ends the loop once that much time has passed (else after `--iterations`);
+//! `--replicas` turns replica acknowledgement on.
 //! Events: `acquired` (t, token, until: the local validity deadline, all in µs of wall-clock
 //! time), `write` (ok: accepted by the fenced oracle), `released` (t, before the unlock call),
 //! `unlock` (ok, error), `check` (lost), `error`, `done`.
@@ -71,6 +74,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .response_timeout(Duration::from_millis(num("response-timeout-ms", 1000)))
         .fallback_poll(Duration::from_millis(num("poll-ms", 500)));
     config = config.connect_timeout(Duration::from_secs(2));
+    if let Some(replicas) = get("replicas") {
+        config = config.replicas(
+            replicas.parse()?,
+            Duration::from_millis(num("replicas-timeout-ms", 500)),
+        );
+    }
+    let run_until = get("run-ms")
+        .and_then(|v| v.parse().ok())
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
     let client = keylatch::Client::connect_with(config.build()?).await?;
     let lock: Arc<dyn DistributedLock> = match get("mode").as_deref().unwrap_or("reentrant") {
         "reentrant" => Arc::new(client.lock(&name).with_fencing(true)),
@@ -136,7 +148,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    for i in 0..num("iterations", 10) {
+    let iterations = if run_until.is_some() {
+        u64::MAX
+    } else {
+        num("iterations", 10)
+    };
+    for i in 0..iterations {
+        if run_until.is_some_and(|end| Instant::now() >= end) {
+            break;
+        }
         let acquired = match lease {
             Some(lease) => lock.lock_with_lease(lease).await,
             None => lock.lock().await,

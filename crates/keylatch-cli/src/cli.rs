@@ -64,6 +64,16 @@ pub struct ConnectionArgs {
     /// and change every command, the password included.
     #[arg(long, global = true)]
     pub insecure: bool,
+
+    /// Every acquisition waits until N replicas have it (Redis WAIT), else it is undone
+    /// [default: KEYLATCH_REPLICAS, then 0].
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub replicas: Option<u32>,
+
+    /// How long an acquisition waits for --replicas [default: KEYLATCH_REPLICAS_TIMEOUT, then
+    /// 1s].
+    #[arg(long, global = true, value_name = "DUR", value_parser = parse_duration)]
+    pub replicas_timeout: Option<std::time::Duration>,
 }
 
 /// The subcommands.

@@ -67,6 +67,12 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
     if let Some(path) = &args.key {
         config.tls.key_file = Some(path.clone());
     }
+    if let Some(n) = args.replicas {
+        config.replicas = n;
+    }
+    if let Some(timeout) = args.replicas_timeout {
+        config.replicas_timeout = timeout;
+    }
     config.tls.insecure |= args.insecure;
     if config.tls.insecure {
         eprintln!(
@@ -119,4 +125,9 @@ pub fn pass_to(config: &Config, command: &mut tokio::process::Command) {
     if config.tls.insecure {
         command.arg("--insecure");
     }
+    command.env("KEYLATCH_REPLICAS", config.replicas.to_string());
+    command.env(
+        "KEYLATCH_REPLICAS_TIMEOUT",
+        format!("{}ms", config.replicas_timeout.as_millis()),
+    );
 }

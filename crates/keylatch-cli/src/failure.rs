@@ -48,6 +48,7 @@ impl From<keylatch::Error> for Failure {
             | E::Timeout { .. }
             | E::Pool(_)
             | E::ReadOnly(_)
+            | E::NotReplicated { .. }
             | E::TlsVerification { .. } => EX_UNAVAILABLE,
             E::Auth(_) | E::NoPermission { .. } => EX_NOPERM,
             _ => EX_SOFTWARE,

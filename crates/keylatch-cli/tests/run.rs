@@ -360,3 +360,34 @@ fn a_restart_without_persistence_stops_the_command_at_once() {
         "the loss waited for the next renewal"
     );
 }
+
+#[test]
+fn replica_acknowledgement_without_replicas_exits_69_and_leaves_nothing() {
+    let server = server();
+    let out = output(
+        &server,
+        &[
+            "--replicas",
+            "1",
+            "--replicas-timeout",
+            "200ms",
+            "run",
+            "acked-job",
+            "--",
+            "true",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("exit {:?}: {}", out.status.code(), stderr.trim());
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("0 of 1 replica"), "{stderr}");
+    assert_eq!(server.cli(&["EXISTS", "acked-job"]).unwrap(), "0");
+    // KEYLATCH_REPLICAS reaches the library too; a bad value is a usage error.
+    let out = keylatch(&server, &["run", "acked-job", "--", "true"])
+        .env("KEYLATCH_REPLICAS", "many")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("KEYLATCH_REPLICAS"), "{stderr}");
+}

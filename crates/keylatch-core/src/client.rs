@@ -145,6 +145,7 @@ impl Client {
             topology.clone(),
             config.connections,
             config.response_timeout,
+            (config.replicas > 0).then_some((config.replicas, config.replicas_timeout)),
         ));
         commands.warm_up().await?;
         let reconnected = Arc::new(Notify::new());

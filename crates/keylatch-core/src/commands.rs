@@ -28,6 +28,8 @@ pub(crate) struct Commands {
     slots: Vec<Slot>,
     next: AtomicUsize,
     response_timeout: Duration,
+    /// Replica acknowledgement for acquisitions: how many replicas, how long.
+    acknowledgement: Option<(u32, Duration)>,
     script_reloads: AtomicU64,
     /// Set at the end of the client's shutdown: every command is refused with
     /// [`Error::Closed`].
@@ -54,7 +56,12 @@ const READONLY_RETRIES: usize = 3;
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 impl Commands {
-    pub(crate) fn new(topology: Arc<Topology>, slots: usize, response_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        topology: Arc<Topology>,
+        slots: usize,
+        response_timeout: Duration,
+        acknowledgement: Option<(u32, Duration)>,
+    ) -> Self {
         Commands {
             topology,
             slots: (0..slots)
@@ -65,6 +72,7 @@ impl Commands {
                 .collect(),
             next: AtomicUsize::new(0),
             response_timeout,
+            acknowledgement,
             script_reloads: AtomicU64::new(0),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -230,6 +238,12 @@ impl Commands {
     }
 
     async fn eval_once(&self, call: &ScriptCall) -> Result<Value> {
+        if let Some((replicas, timeout)) = self.acknowledgement
+            && call.script().is_acquisition()
+        {
+            // Boxed: a rare path that should not grow every acquire's future.
+            return Box::pin(self.eval_acknowledged(call, replicas, timeout)).await;
+        }
         let index = self.pick(call.first_key());
         let (generation, mut conn) = self.connection(index).await?;
         let cmd = call.evalsha_cmd();
@@ -250,6 +264,77 @@ impl Commands {
             }
             Err(err) => Err(self.map_error(err, call.first_key(), index, generation)),
         }
+    }
+
+    /// An acquisition with replica acknowledgement: `EVALSHA` and `WAIT replicas timeout` in
+    /// one pipeline on one connection (so `WAIT` covers the script's writes), and on NOSCRIPT
+    /// `SCRIPT LOAD` + the same again. Fewer acknowledgements than asked for is
+    /// [`Error::NotReplicated`], which the caller undoes as it does a lost reply.
+    async fn eval_acknowledged(
+        &self,
+        call: &ScriptCall,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<Value> {
+        let index = self.pick(call.first_key());
+        let (generation, mut conn) = self.connection(index).await?;
+        let key = call.first_key();
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(
+            u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        );
+        let mut replies = Vec::new();
+        for reload in [false, true] {
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            if reload {
+                self.script_reloads.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
+                crate::telemetry::round_trip();
+                pipe.add_command(call.script().load_cmd());
+            }
+            pipe.add_command(call.evalsha_cmd())
+                .add_command(wait.clone());
+            replies = pipe
+                .query_async::<Vec<redis::RedisResult<Value>>>(&mut conn)
+                .await
+                .map_err(|e| self.map_error(e, key, index, generation))?;
+            if reload && !replies.is_empty() {
+                drop(replies.remove(0));
+            }
+            if !replies
+                .first()
+                .is_some_and(|r| r.as_ref().is_err_and(is_noscript))
+            {
+                break;
+            }
+        }
+        let mut replies = replies.into_iter();
+        let (Some(reply), Some(acknowledged)) = (replies.next(), replies.next()) else {
+            return Err(Error::UnexpectedReply { what: "WAIT" });
+        };
+        let reply = reply.map_err(|e| self.map_error(e, key, index, generation))?;
+        let acknowledged = match acknowledged {
+            Ok(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
+            Ok(_) => return Err(Error::UnexpectedReply { what: "WAIT" }),
+            Err(e) => return Err(self.map_error(e, key, index, generation)),
+        };
+        if acknowledged < replicas {
+            tracing::warn!(
+                key,
+                acknowledged,
+                wanted = replicas,
+                "too few replicas acknowledged an acquisition; undoing it"
+            );
+            return Err(Error::NotReplicated {
+                acknowledged,
+                wanted: replicas,
+                timeout,
+            });
+        }
+        Ok(reply)
     }
 
     /// Runs several script calls in one pipelined round trip and returns each call's own

@@ -98,6 +98,22 @@ pub struct Config {
     /// TLS settings for `rediss://` and `rediss+sentinel://` URLs (`KEYLATCH_TLS_CA`,
     /// `KEYLATCH_TLS_CERT`, `KEYLATCH_TLS_KEY`).
     pub tls: TlsConfig,
+    /// Replica acknowledgement: every acquisition (a lock, a reentrant increment, a read or
+    /// write hold, a fair-lock grant, a semaphore permit) waits until this many replicas have
+    /// it (`WAIT`, sent in one pipeline with the acquire script on the same connection). With
+    /// fewer acknowledgements in [`replicas_timeout`](Config::replicas_timeout) the acquisition
+    /// is undone and fails with [`Error::NotReplicated`] (a wait tries again within its
+    /// budget). 0 (the default) waits for none. `KEYLATCH_REPLICAS` in
+    /// [`Config::from_env`]. Releases and renewals never wait: losing one to a failover can
+    /// only shorten a hold, which the watchdog then reports.
+    pub replicas: u32,
+    /// How long an acquisition waits for [`replicas`](Config::replicas) to acknowledge it
+    /// (default 1 s; less than `response_timeout`). `KEYLATCH_REPLICAS_TIMEOUT`.
+    #[cfg_attr(feature = "serde", serde(with = "duration"))]
+    pub replicas_timeout: Duration,
+    /// A setting from the environment that did not parse: `validate` reports it.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    env_problem: Option<(&'static str, &'static str)>,
 }
 
 /// Shows every field, the URL with its password masked.
@@ -123,6 +139,8 @@ impl std::fmt::Debug for Config {
                 &self.sentinel_password.as_ref().map(|_| "***"),
             )
             .field("tls", &self.tls)
+            .field("replicas", &self.replicas)
+            .field("replicas_timeout", &self.replicas_timeout)
             .finish()
     }
 }
@@ -146,6 +164,9 @@ impl Default for Config {
             sentinel_username: None,
             sentinel_password: None,
             tls: TlsConfig::default(),
+            replicas: 0,
+            replicas_timeout: Duration::from_secs(1),
+            env_problem: None,
         }
     }
 }
@@ -155,7 +176,7 @@ impl Config {
     /// [`DEFAULT_URL`].
     pub fn from_env() -> Config {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        Config {
+        let mut config = Config {
             url: url_from_env(),
             username: var("KEYLATCH_REDIS_USERNAME"),
             password: var("KEYLATCH_REDIS_PASSWORD"),
@@ -168,7 +189,25 @@ impl Config {
                 insecure: false,
             },
             ..Config::default()
+        };
+        if let Some(text) = var("KEYLATCH_REPLICAS") {
+            match text.trim().parse() {
+                Ok(n) => config.replicas = n,
+                Err(_) => config.env_problem = Some(("KEYLATCH_REPLICAS", "not a whole number")),
+            }
         }
+        if let Some(text) = var("KEYLATCH_REPLICAS_TIMEOUT") {
+            match parse_duration(&text) {
+                Ok(timeout) => config.replicas_timeout = timeout,
+                Err(_) => {
+                    config.env_problem = Some((
+                        "KEYLATCH_REPLICAS_TIMEOUT",
+                        "not a duration such as 500ms or 2s",
+                    ));
+                }
+            }
+        }
+        config
     }
 
     /// A builder starting from [`Config::from_env`].
@@ -222,6 +261,21 @@ impl Config {
         }
         if self.subscription_linger > Duration::from_secs(60) {
             return bad("subscription_linger", "must be at most 60s");
+        }
+        if let Some((field, reason)) = self.env_problem {
+            return bad(field, reason);
+        }
+        if self.replicas > 64 {
+            return bad("replicas", "must be at most 64");
+        }
+        if self.replicas_timeout < Duration::from_millis(1) {
+            return bad("replicas_timeout", "must be at least 1ms");
+        }
+        if self.replicas > 0 && self.replicas_timeout >= self.response_timeout {
+            return bad(
+                "replicas_timeout",
+                "must be less than response_timeout (the acquisition's reply waits for it)",
+            );
         }
         Ok(())
     }
@@ -351,6 +405,14 @@ impl ConfigBuilder {
         self
     }
 
+    /// Every acquisition waits for `n` replicas to acknowledge it, at most `timeout` (see
+    /// [`Config::replicas`]).
+    pub fn replicas(mut self, n: u32, timeout: Duration) -> Self {
+        self.config.replicas = n;
+        self.config.replicas_timeout = timeout;
+        self
+    }
+
     /// How long an unused channel stays subscribed (default 250 ms; zero: not at all).
     pub fn subscription_linger(mut self, linger: Duration) -> Self {
         self.config.subscription_linger = linger;
@@ -473,6 +535,38 @@ mod tests {
             assert!(Config::builder().subscription_linger(huge).build().is_err());
         }
         assert!(Config::builder().build().is_ok());
+    }
+
+    #[test]
+    fn replica_acknowledgement_settings_are_checked() {
+        let ok = Config::builder()
+            .replicas(2, Duration::from_millis(500))
+            .build()
+            .unwrap();
+        assert_eq!((ok.replicas, ok.replicas_timeout.as_millis()), (2, 500));
+        for (replicas, timeout, field) in [
+            (65, Duration::from_millis(500), "replicas"),
+            (1, Duration::ZERO, "replicas_timeout"),
+            (1, Duration::from_secs(5), "replicas_timeout"),
+        ] {
+            let err = Config::builder()
+                .replicas(replicas, timeout)
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidConfig { field: f, .. } if f == field),
+                "{replicas} {timeout:?}: {err}"
+            );
+        }
+        let mut config = Config::default();
+        config.env_problem = Some(("KEYLATCH_REPLICAS", "not a whole number"));
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("KEYLATCH_REPLICAS")
+        );
     }
 
     #[test]

@@ -183,6 +183,22 @@ pub enum Error {
     /// The client has been shut down.
     #[error("the keylatch client is closed")]
     Closed,
+    /// Replica acknowledgement ([`Config::replicas`](crate::Config::replicas)): fewer replicas
+    /// than asked for confirmed the acquisition within
+    /// [`Config::replicas_timeout`](crate::Config::replicas_timeout), so a failover could
+    /// have lost it. The acquisition was undone; a wait tries again within its budget.
+    #[error(
+        "only {acknowledged} of {wanted} replica(s) acknowledged the acquisition within \
+         {timeout:?}; it was undone"
+    )]
+    NotReplicated {
+        /// How many replicas acknowledged.
+        acknowledged: u32,
+        /// How many were asked for.
+        wanted: u32,
+        /// How long the acquisition waited for them.
+        timeout: Duration,
+    },
 }
 
 impl Error {
@@ -198,9 +214,13 @@ impl Error {
     }
 
     /// True when the outcome of the command is unknown: it may or may not have run on the
-    /// server (timeouts and connection failures).
+    /// server (timeouts and connection failures), or may not survive a failover (an
+    /// acquisition too few replicas acknowledged): what it may have taken must be undone.
     pub fn is_ambiguous(&self) -> bool {
-        matches!(self, Error::Timeout { .. } | Error::Connection(_))
+        matches!(
+            self,
+            Error::Timeout { .. } | Error::Connection(_) | Error::NotReplicated { .. }
+        )
     }
 
     /// True when trying again soon may succeed: an ambiguous outcome, a server that could not

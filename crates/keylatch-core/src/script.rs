@@ -35,6 +35,7 @@ pub struct LuaScript {
     /// The source Redis runs: `header`, `prelude`, then `source`.
     full: OnceLock<String>,
     hash: OnceLock<String>,
+    acquires: bool,
 }
 
 impl LuaScript {
@@ -83,7 +84,20 @@ impl LuaScript {
             source,
             full: OnceLock::new(),
             hash: OnceLock::new(),
+            acquires: false,
         }
+    }
+
+    /// Marks the script as an acquisition: with replica acknowledgement
+    /// ([`Config::replicas`](crate::Config::replicas)) each call waits for the replicas.
+    pub const fn acquisition(mut self) -> Self {
+        self.acquires = true;
+        self
+    }
+
+    /// Whether the script is an acquisition (see [`acquisition`](Self::acquisition)).
+    pub fn is_acquisition(&self) -> bool {
+        self.acquires
     }
 
     /// The script's name, for logs and errors.

@@ -16,7 +16,8 @@ macro_rules! with_prelude {
 }
 
 pub(crate) static ACQUIRE: LuaScript =
-    LuaScript::taking_with("fair_acquire", NEXT_TOKEN, with_prelude!("lua/acquire.lua"));
+    LuaScript::taking_with("fair_acquire", NEXT_TOKEN, with_prelude!("lua/acquire.lua"))
+        .acquisition();
 pub(crate) static RELEASE: LuaScript =
     LuaScript::freeing("fair_release", with_prelude!("lua/release.lua"));
 pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(

@@ -6,7 +6,8 @@ pub(crate) static ACQUIRE: LuaScript = LuaScript::taking_with(
     "reentrant_acquire",
     NEXT_TOKEN,
     include_str!("lua/acquire.lua"),
-);
+)
+.acquisition();
 pub(crate) static RELEASE: LuaScript =
     LuaScript::freeing("reentrant_release", include_str!("lua/release.lua"));
 pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(

@@ -3,7 +3,7 @@
 use keylatch_core::{LuaScript, NEXT_TOKEN};
 
 pub(crate) static READ_ACQUIRE: LuaScript =
-    LuaScript::taking("rwlock_read_acquire", include_str!("lua/read_acquire.lua"));
+    LuaScript::taking("rwlock_read_acquire", include_str!("lua/read_acquire.lua")).acquisition();
 pub(crate) static READ_RELEASE: LuaScript =
     LuaScript::freeing("rwlock_read_release", include_str!("lua/read_release.lua"));
 pub(crate) static READ_RENEW: LuaScript =
@@ -12,7 +12,8 @@ pub(crate) static WRITE_ACQUIRE: LuaScript = LuaScript::taking_with(
     "rwlock_write_acquire",
     NEXT_TOKEN,
     include_str!("lua/write_acquire.lua"),
-);
+)
+.acquisition();
 pub(crate) static WRITE_RELEASE: LuaScript = LuaScript::freeing(
     "rwlock_write_release",
     include_str!("lua/write_release.lua"),

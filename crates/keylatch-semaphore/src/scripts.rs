@@ -4,7 +4,7 @@
 use keylatch_core::LuaScript;
 
 pub(crate) static ACQUIRE: LuaScript =
-    LuaScript::taking("semaphore_acquire", include_str!("lua/acquire.lua"));
+    LuaScript::taking("semaphore_acquire", include_str!("lua/acquire.lua")).acquisition();
 pub(crate) static UNDO_ACQUIRE: LuaScript = LuaScript::freeing(
     "semaphore_undo_acquire",
     include_str!("lua/undo_acquire.lua"),
@@ -22,7 +22,8 @@ pub(crate) static EXP_ACQUIRE: LuaScript = LuaScript::taking(
         include_str!("lua/exp_prelude.lua"),
         include_str!("lua/exp_acquire.lua")
     ),
-);
+)
+.acquisition();
 pub(crate) static EXP_RELEASE: LuaScript = LuaScript::freeing(
     "expirable_semaphore_release",
     concat!(

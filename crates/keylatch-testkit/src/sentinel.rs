@@ -209,6 +209,11 @@ impl SentinelSet {
         &self.nodes
     }
 
+    /// The data nodes, to [`pause`](RedisServer::pause) or [`kill`](RedisServer::kill) one.
+    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.nodes
+    }
+
     /// The three sentinels.
     pub fn sentinels(&self) -> &[RedisServer] {
         &self.sentinels
@@ -255,7 +260,18 @@ impl SentinelSet {
                 Err(e) => return Err(e),
             }
         }
-        let took = loop {
+        self.wait_for_new_primary(before, deadline)?;
+        let took = started.elapsed();
+        self.wait_linked(LINK_TIMEOUT)?;
+        Ok(took)
+    }
+
+    /// Waits until every sentinel names a primary other than port `before`, and that node
+    /// answers `ROLE` as master (after a failover the sentinels started on their own, for
+    /// example once the primary was killed). Returns how long that took.
+    pub fn wait_for_new_primary(&self, before: u16, deadline: Instant) -> io::Result<Duration> {
+        let started = Instant::now();
+        loop {
             let ports: Vec<Option<u16>> = self
                 .sentinels
                 .iter()
@@ -266,7 +282,7 @@ impl SentinelSet {
                 && ports.iter().all(|p| *p == Some(*new))
                 && self.is_master(*new)
             {
-                break started.elapsed();
+                return Ok(started.elapsed());
             }
             if Instant::now() >= deadline {
                 return Err(io::Error::new(
@@ -275,9 +291,7 @@ impl SentinelSet {
                 ));
             }
             thread::sleep(POLL);
-        };
-        self.wait_linked(LINK_TIMEOUT)?;
-        Ok(took)
+        }
     }
 
     /// Waits until the primary has both replicas online and every sentinel knows the

@@ -300,6 +300,36 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server process (`SIGSTOP`): it keeps its connections and answers nothing
+    /// until [`resume`](Self::resume). A replica paused this way misses the primary's writes.
+    pub fn pause(&self) -> io::Result<()> {
+        self.signal("STOP")
+    }
+
+    /// Lets a [paused](Self::pause) server run again (`SIGCONT`).
+    pub fn resume(&self) -> io::Result<()> {
+        self.signal("CONT")
+    }
+
+    fn signal(&self, name: &str) -> io::Result<()> {
+        if self.child.is_none() {
+            return Err(io::Error::other("the server is not running"));
+        }
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid.to_string())
+            .stdin(Stdio::null())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "kill -{name} {}: {status}",
+                self.pid
+            )))
+        }
+    }
+
     /// Kills the server with `SIGKILL` and waits for it to exit. Calling it
     /// again is a no-op. The port stays reserved for [`restart`](Self::restart).
     pub fn kill(&mut self) {
