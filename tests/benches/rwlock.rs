@@ -21,6 +21,7 @@ struct Sizes {
     uncontended: usize,
     reads_per_reader: usize,
     writer_samples: usize,
+    handoff_ms: u64,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -34,18 +35,21 @@ async fn main() {
             uncontended: 50,
             reads_per_reader: 20,
             writer_samples: 5,
+            handoff_ms: 200,
         }
     } else if quick {
         Sizes {
             uncontended: 2_000,
             reads_per_reader: 500,
             writer_samples: 100,
+            handoff_ms: 2_000,
         }
     } else {
         Sizes {
             uncontended: 10_000,
             reads_per_reader: 3_000,
             writer_samples: 500,
+            handoff_ms: 5_000,
         }
     };
     let server = RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)");
@@ -277,12 +281,82 @@ async fn main() {
         granted.last().copied().unwrap_or(0),
         read_rate_loaded
     );
+    // 4. Write hand-offs under contention: W writers loop (write, yield, unlock) on one name,
+    //    against W tasks doing the same with the reentrant lock, side by side in one run.
+    println!();
+    println!(
+        "4. hand-offs under contention, one name, {handoff_ms} ms per run",
+        handoff_ms = sizes.handoff_ms
+    );
+    for writers in [8usize, 64] {
+        let mut rates = Vec::new();
+        for kind in ["write lock", "reentrant lock"] {
+            let name = format!("bench:handoff:{kind}:{writers}").replace(' ', "-");
+            let before = command_counts(&mut raw).await;
+            let (count, elapsed) = contend(&client, &name, kind, writers, sizes.handoff_ms).await;
+            let after = command_counts(&mut raw).await;
+            let evalsha = after.get("evalsha").copied().unwrap_or(0)
+                - before.get("evalsha").copied().unwrap_or(0);
+            let rate = count as f64 / elapsed.as_secs_f64();
+            println!(
+                "   {writers:2} tasks, {kind:14}: {rate:8.0} hand-offs/s, {:.1} EVALSHA per acquisition",
+                evalsha as f64 / count.max(1) as f64
+            );
+            rates.push(rate);
+        }
+        println!(
+            "   {writers:2} tasks: the write lock makes {:.2}x the reentrant lock's hand-offs",
+            rates[0] / rates[1]
+        );
+    }
+
     let stats = client.stats();
     println!();
     println!(
         "client: {} pub/sub channels left, {} holds left",
         stats.channels, stats.watchdog.holds
     );
+}
+
+/// `tasks` tasks take `name` (a write lock or a reentrant lock) in a loop for `ms`; returns
+/// the acquisitions and the time they took.
+async fn contend(
+    client: &keylatch::Client,
+    name: &str,
+    kind: &str,
+    tasks: usize,
+    ms: u64,
+) -> (u64, Duration) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (stop, count) = (stop.clone(), count.clone());
+        let write = kind == "write lock";
+        let rw = client.rw_lock(name);
+        let lock = client.lock(name);
+        handles.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let guard = if write {
+                    rw.write().await.unwrap()
+                } else {
+                    lock.lock().await.unwrap()
+                };
+                count.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    stop.store(true, Ordering::Relaxed);
+    let counted = count.load(Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    for handle in handles {
+        handle.await.unwrap();
+    }
+    (counted, elapsed)
 }
 
 fn percentile_u64(sorted: &[u64], p: f64) -> u64 {

@@ -212,11 +212,14 @@ impl WriteLock {
             field.clone(),
             self.intent_timeout,
         ));
+        // One writer per message: only one can take the lock, and the others would only run
+        // their acquire script for nothing (a herd). Readers waiting on the same channel ask
+        // for every message to wake everyone, as several of them may proceed.
         let result = keylatch_core::wait_for(
             &shared.client,
             "write",
             &shared.channel,
-            WakeMode::All,
+            WakeMode::One,
             deadline,
             || self.attempt(&request, &intent),
         )
