@@ -558,8 +558,10 @@ mod tests {
                 "{replicas} {timeout:?}: {err}"
             );
         }
-        let mut config = Config::default();
-        config.env_problem = Some(("KEYLATCH_REPLICAS", "not a whole number"));
+        let config = Config {
+            env_problem: Some(("KEYLATCH_REPLICAS", "not a whole number")),
+            ..Config::default()
+        };
         assert!(
             config
                 .validate()
