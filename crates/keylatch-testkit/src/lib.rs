@@ -50,6 +50,36 @@
 //! A [`SentinelSet`] is one primary, two replicas and three sentinels, with
 //! [`SentinelSet::failover`] to force a failover.
 //!
+//! A [`RedisCluster`] is a Redis Cluster: three primaries with one replica each by
+//! default, formed with raw `CLUSTER` commands (no `redis-cli`). It tells which primary
+//! owns a key, forces a failover, and moves a slot with its keys, in one go or step by
+//! step so that a test can look at a slot half-way through its migration:
+//!
+//! ```no_run
+//! use keylatch_testkit::RedisCluster;
+//!
+//! let cluster = RedisCluster::builder()
+//!     .primaries(3)
+//!     .replicas_per_primary(1)
+//!     .password("s3cret")
+//!     .start()?;
+//! println!("connect to {}", cluster.seed_url()); // redis+cluster://127.0.0.1:…,…
+//! let key = "lock:{order-7}";
+//! let owner = cluster.node_for_key(key)?;
+//! owner.cli(&["SET", key, "me"])?; // `cli` logs in with the password
+//!
+//! let slot = cluster.keyslot(key)?;
+//! let to = cluster.primaries().into_iter().find(|p| p.port() != owner.port()).unwrap();
+//! cluster.begin_slot_migration(slot, owner, to)?; // the slot is MIGRATING / IMPORTING
+//! cluster.move_slot_keys(slot, owner, to)?; // the old owner now answers ASK
+//! cluster.finish_slot_migration(slot, to)?;
+//! assert_eq!(cluster.node_for_key(key)?.port(), to.port());
+//!
+//! let replica = cluster.replicas()[0];
+//! println!("failover in {:?}", cluster.failover(replica)?);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! A [`FaultProxy`] sits between a client and a server and injects network faults on
 //! demand: delays, a blackhole, replies dropped after the request was applied, reset
 //! connections, refused connections.
@@ -66,6 +96,7 @@
 //! tiny `sh` watchdog that kills it within about a second of the test
 //! process exiting. Its temporary directory stays behind in that case.
 
+mod cluster;
 mod proxy;
 mod resp;
 mod sentinel;
@@ -73,6 +104,7 @@ mod server;
 mod support;
 mod tls;
 
+pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::resp::{self, Reply, Target};
 use crate::support::{
-    clear_data_files, file_len, make_temp_dir, release_port, reserve_free_port, tail,
+    CLUSTER_BUS_OFFSET, clear_data_files, file_len, make_temp_dir, release_port,
+    reserve_free_cluster_port, reserve_free_port, tail,
 };
 use crate::tls::{ClientAuth, TlsFiles, write_secret};
 use crate::{REDIS_SERVER_BIN, find_on_path};
@@ -61,6 +62,8 @@ pub struct RedisServerBuilder {
     password: Option<Secret>,
     config_lines: Vec<Secret>,
     sentinel: bool,
+    /// For a Redis Cluster node: its cluster configuration file (in its directory).
+    cluster_config_file: Option<String>,
 }
 
 impl RedisServerBuilder {
@@ -115,6 +118,32 @@ impl RedisServerBuilder {
     pub fn sentinel(mut self, yes: bool) -> Self {
         self.sentinel = yes;
         self
+    }
+
+    /// Makes the server fit to be a Redis Cluster node whose cluster configuration file is
+    /// `config_file` (the caller passes `--cluster-enabled` etc. with [`arg`](Self::arg)):
+    /// its port is below 55536 with `port + 10000` (the cluster bus) free and reserved too,
+    /// and [`RedisServer::restart`] keeps `config_file`, so the node keeps its identity.
+    pub(crate) fn cluster_node(mut self, config_file: impl Into<String>) -> Self {
+        self.cluster_config_file = Some(config_file.into());
+        self
+    }
+
+    /// Reserves a free port for a server of these options.
+    fn reserve_port(&self) -> io::Result<u16> {
+        if self.cluster_config_file.is_some() {
+            reserve_free_cluster_port()
+        } else {
+            reserve_free_port()
+        }
+    }
+
+    /// Releases what [`reserve_port`](Self::reserve_port) reserved.
+    fn release_port(&self, port: u16) {
+        release_port(port);
+        if self.cluster_config_file.is_some() {
+            release_port(port + CLUSTER_BUS_OFFSET);
+        }
     }
 
     /// Starts the server on a free loopback port and waits until it answers
@@ -345,10 +374,12 @@ impl RedisServer {
 
     /// Kills the server and starts a new one on the same port with the same
     /// options, then waits for `PING`. Data is lost: any dump or AOF files in
-    /// the server's directory are deleted first.
+    /// the server's directory are deleted first. A node of a
+    /// [`RedisCluster`](crate::RedisCluster) keeps its cluster configuration file, so it
+    /// comes back as the same node and rejoins the cluster.
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill();
-        clear_data_files(&self.dir)?;
+        clear_data_files(&self.dir, self.options.cluster_config_file.as_deref())?;
         let mut last_err = None;
         for _ in 0..RESTART_ATTEMPTS {
             match launch(&self.program, &self.options, &self.dir, self.port) {
@@ -373,7 +404,7 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
         let _ = fs::remove_dir_all(&self.dir);
-        release_port(self.port);
+        self.options.release_port(self.port);
     }
 }
 
@@ -417,7 +448,7 @@ pub(crate) fn start_with(options: RedisServerBuilder, program: &str) -> io::Resu
     let dir = make_temp_dir()?;
     let mut last_err = None;
     for _ in 0..START_ATTEMPTS {
-        let port = match reserve_free_port() {
+        let port = match options.reserve_port() {
             Ok(port) => port,
             Err(e) => {
                 last_err = Some(e);
@@ -437,11 +468,11 @@ pub(crate) fn start_with(options: RedisServerBuilder, program: &str) -> io::Resu
                 });
             }
             Err(LaunchError::PortTaken(e)) => {
-                release_port(port);
+                options.release_port(port);
                 last_err = Some(e);
             }
             Err(LaunchError::Fatal(e)) => {
-                release_port(port);
+                options.release_port(port);
                 last_err = Some(e);
                 break;
             }

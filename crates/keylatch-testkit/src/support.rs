@@ -32,6 +32,39 @@ pub(crate) fn reserve_free_port() -> io::Result<u16> {
     ))
 }
 
+/// Offset of a cluster node's bus port from its client port (fixed by Redis).
+pub(crate) const CLUSTER_BUS_OFFSET: u16 = 10000;
+
+/// Picks a free loopback port for a Redis Cluster node: its bus port, `port + 10000`,
+/// must exist (so `port` is below 55536) and be free too. Reserves both; release them
+/// with [`release_port`] each.
+pub(crate) fn reserve_free_cluster_port() -> io::Result<u16> {
+    // Rejected ports stay bound until we return, so the kernel offers new ones.
+    let mut rejected = Vec::new();
+    for _ in 0..200 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let port = listener.local_addr()?.port();
+        rejected.push(listener);
+        let Some(bus) = port.checked_add(CLUSTER_BUS_OFFSET) else {
+            continue;
+        };
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, bus)).is_err() {
+            continue;
+        }
+        let mut guard = PORTS_IN_USE.lock().unwrap_or_else(|p| p.into_inner());
+        let in_use = guard.get_or_insert_with(HashSet::new);
+        if !in_use.contains(&port) && !in_use.contains(&bus) {
+            in_use.insert(port);
+            in_use.insert(bus);
+            return Ok(port);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        "no free loopback port below 55536 with its cluster bus port (+10000) free too",
+    ))
+}
+
 pub(crate) fn release_port(port: u16) {
     let mut guard = PORTS_IN_USE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(set) = guard.as_mut() {
@@ -48,12 +81,13 @@ pub(crate) fn make_temp_dir() -> io::Result<PathBuf> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot create a temp dir: {e}")))
 }
 
-/// Deletes everything in `dir` except the log files (dump.rdb, AOF dir, ...).
-pub(crate) fn clear_data_files(dir: &Path) -> io::Result<()> {
+/// Deletes everything in `dir` except the log files and the file named `keep`, if any
+/// (dump.rdb, AOF dir, ...).
+pub(crate) fn clear_data_files(dir: &Path, keep: Option<&str>) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
-        if name == LOG_FILE || name == STDIO_FILE {
+        if name == LOG_FILE || name == STDIO_FILE || keep.is_some_and(|k| name == k) {
             continue;
         }
         let path = entry.path();
