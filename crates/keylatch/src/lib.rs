@@ -38,6 +38,7 @@
 //! | jobs run in arrival order | [`FairLock`] (`client.fair_lock(name)`) |
 //! | many readers, an occasional writer (cache refresh) | [`RwLock`] (`client.rw_lock(name)`) |
 //! | at most N at once across machines | [`Semaphore`] (`client.semaphore(name)`), or [`PermitExpirableSemaphore`] when a crashed holder's permits must come back |
+//! | several locks all-or-nothing (a transfer between two accounts) | [`MultiLock`] (`MultiLock::new([...])`) |
 //!
 //! Do not lock at all when the work is idempotent and a duplicate run is harmless, or when one
 //! atomic Redis command (`SET NX`, `INCR`) already does the job. A lock built on leases cannot
@@ -69,6 +70,7 @@ pub use keylatch_core::{
     deadpool_redis, redis,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
+pub use keylatch_redlock::{MultiGuard, MultiLock};
 pub use keylatch_reentrant::ReentrantLock;
 pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
 pub use keylatch_semaphore::{
