@@ -49,6 +49,7 @@ impl From<keylatch::Error> for Failure {
             | E::Pool(_)
             | E::ReadOnly(_)
             | E::NotReplicated { .. }
+            | E::NoQuorum { .. }
             | E::TlsVerification { .. } => EX_UNAVAILABLE,
             E::Auth(_) | E::NoPermission { .. } => EX_NOPERM,
             _ => EX_SOFTWARE,

@@ -199,6 +199,22 @@ pub enum Error {
         /// How long the acquisition waited for them.
         timeout: Duration,
     },
+    /// A lock over several independent servers (RedLock) could not reach a majority of them:
+    /// too many servers failed or did not answer in time, whoever held the lock.
+    #[error(
+        "no quorum: {acquired} of {servers} servers acquired, {needed} needed; {failed} failed \
+         or did not answer"
+    )]
+    NoQuorum {
+        /// Servers that granted the lock in the last attempt.
+        acquired: usize,
+        /// How many must.
+        needed: usize,
+        /// Servers in all.
+        servers: usize,
+        /// Servers that failed or did not answer in the last attempt.
+        failed: usize,
+    },
 }
 
 impl Error {

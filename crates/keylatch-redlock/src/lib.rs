@@ -1,5 +1,8 @@
 //! Locks made of several keylatch locks.
 //!
+//! A [`RedLock`] holds one lock on a majority of independent Redis servers, so that a
+//! minority of them failing or failing over loses nothing.
+//!
 //! A [`MultiLock`] takes a set of locks — any primitives, on the same or different Redis
 //! servers — all-or-nothing: in a canonical order (by name), so two callers that take
 //! `{A, B}` and `{B, A}` never deadlock; when one part cannot be taken (its wait ran out, or an
@@ -27,5 +30,7 @@
 //! ```
 
 mod multi;
+mod redlock;
 
 pub use multi::{MultiGuard, MultiLock};
+pub use redlock::{DEFAULT_RETRY_DELAY, DEFAULT_SERVER_TIMEOUT, RedLock, RedLockGuard};

@@ -39,6 +39,7 @@
 //! | many readers, an occasional writer (cache refresh) | [`RwLock`] (`client.rw_lock(name)`) |
 //! | at most N at once across machines | [`Semaphore`] (`client.semaphore(name)`), or [`PermitExpirableSemaphore`] when a crashed holder's permits must come back |
 //! | several locks all-or-nothing (a transfer between two accounts) | [`MultiLock`] (`MultiLock::new([...])`) |
+//! | one lock that survives the loss of a minority of independent servers | [`RedLock`] (`RedLock::new([...])`) |
 //!
 //! Do not lock at all when the work is idempotent and a duplicate run is harmless, or when one
 //! atomic Redis command (`SET NX`, `INCR`) already does the job. A lock built on leases cannot
@@ -70,7 +71,7 @@ pub use keylatch_core::{
     deadpool_redis, redis,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
-pub use keylatch_redlock::{MultiGuard, MultiLock};
+pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use keylatch_reentrant::ReentrantLock;
 pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
 pub use keylatch_semaphore::{

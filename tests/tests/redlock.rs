@@ -1,0 +1,211 @@
+//! RedLock over 5 independent servers: it excludes; with 2 servers killed it still acquires
+//! and excludes; with 3 killed a wait ends in `NoQuorum`; with one server paused an acquire
+//! still succeeds within the per-server timeout; the guard reports the loss once a majority
+//! is gone; a storm of dropped acquires leaves nothing on any server.
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch::{Client, Config, DistributedLock, Error, RedLock};
+use keylatch_testkit::RedisServer;
+use keylatch_tests::server;
+use tokio::time::Instant;
+
+const SERVERS: usize = 5;
+
+async fn clients(servers: &[RedisServer], watchdog: Duration) -> Vec<Client> {
+    let mut clients = Vec::new();
+    for server in servers {
+        let config = Config::builder()
+            .url(server.url())
+            .watchdog_timeout(watchdog)
+            .connect_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_millis(300))
+            .fallback_poll(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        clients.push(Client::connect_with(config).await.unwrap());
+    }
+    clients
+}
+
+fn redlock(clients: &[Client], name: &str) -> RedLock {
+    RedLock::new(
+        clients
+            .iter()
+            .map(|c| Arc::new(c.lock(name)) as Arc<dyn DistributedLock>),
+    )
+    .unwrap()
+}
+
+fn start_servers() -> Vec<RedisServer> {
+    (0..SERVERS).map(|_| server()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_excludes_and_survives_two_dead_servers_but_not_three() {
+    let mut servers = start_servers();
+    let ours = clients(&servers, Duration::from_secs(30)).await;
+    let theirs = clients(&servers, Duration::from_secs(30)).await;
+    let mine = redlock(&ours, "job");
+    let other = redlock(&theirs, "job");
+    assert_eq!(mine.quorum(), 3);
+
+    let guard = mine.lock().await.unwrap();
+    assert_eq!(guard.guards().len(), SERVERS);
+    assert!(other.try_lock().await.unwrap().is_none(), "excluded");
+    guard.unlock().await.unwrap();
+    let theirs_now = other.try_lock().await.unwrap().expect("free after unlock");
+    theirs_now.unlock().await.unwrap();
+
+    // Two servers die: a majority is still there.
+    servers[0].kill();
+    servers[1].kill();
+    let started = Instant::now();
+    let guard = mine
+        .try_lock_for(Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("3 of 5 servers are enough");
+    println!(
+        "2 servers dead: acquired on {} servers in {:?}",
+        guard.guards().len(),
+        started.elapsed()
+    );
+    assert_eq!(guard.guards().len(), 3);
+    assert!(other.try_lock().await.unwrap().is_none(), "still excluded");
+    guard.unlock().await.unwrap();
+
+    // A third dies: no majority can be reached; the wait ends in a typed error.
+    servers[2].kill();
+    let started = Instant::now();
+    let err = mine
+        .try_lock_for(Duration::from_secs(1), None)
+        .await
+        .expect_err("2 of 5 servers are not a majority");
+    println!("3 servers dead: {err} after {:?}", started.elapsed());
+    assert!(
+        matches!(
+            err,
+            Error::NoQuorum {
+                needed: 3,
+                servers: 5,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "within the wait"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_server_does_not_hold_up_an_acquire() {
+    let servers = start_servers();
+    let ours = clients(&servers, Duration::from_secs(30)).await;
+    let theirs = clients(&servers, Duration::from_secs(30)).await;
+    let mine = redlock(&ours, "paused")
+        .with_server_timeout(Duration::from_millis(100))
+        .unwrap();
+    servers[4].pause().unwrap();
+    let started = Instant::now();
+    let guard = mine.try_lock().await.unwrap().expect("4 of 5 answer");
+    let took = started.elapsed();
+    println!(
+        "one server paused: acquired on {} servers in {took:?} (server timeout 100 ms)",
+        guard.guards().len()
+    );
+    assert_eq!(guard.guards().len(), 4);
+    assert!(
+        redlock(&theirs, "paused")
+            .with_server_timeout(Duration::from_millis(100))
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    guard.unlock().await.unwrap();
+    servers[4].resume().unwrap();
+    // The attempt the paused server got late is undone once it answers.
+    for client in &ours {
+        client.wait_idle().await;
+    }
+    for server in &servers {
+        assert_eq!(server.cli(&["EXISTS", "paused"]).unwrap(), "0");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loss_of_a_majority_is_reported() {
+    let mut servers = start_servers();
+    let ours = clients(&servers, Duration::from_millis(900)).await;
+    let mine = redlock(&ours, "lost");
+    let guard = mine.lock().await.unwrap();
+    let lost = guard.lost();
+    // Two parts gone: still a majority.
+    for server in &servers[..2] {
+        server.cli(&["DEL", "lost"]).unwrap();
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), guard.lost())
+            .await
+            .is_err(),
+        "3 of 5 parts still held: not lost"
+    );
+    assert!(!guard.is_lost());
+    // A third: fewer than a majority.
+    servers[2].kill();
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("lost() fires once a majority is gone");
+    println!("majority lost: lost() after {:?}", started.elapsed());
+    assert!(guard.is_lost());
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_acquires_leave_nothing_on_any_server() {
+    let servers = start_servers();
+    let ours = clients(&servers, Duration::from_secs(30)).await;
+    let theirs = clients(&servers, Duration::from_secs(30)).await;
+    let blocker = redlock(&theirs, "storm").lock().await.unwrap();
+    let mine = redlock(&ours, "storm");
+    let mut dropped = 0;
+    for i in 0..40u64 {
+        let waited = tokio::time::timeout(
+            Duration::from_millis(i % 7),
+            mine.try_lock_for(Duration::from_secs(5), None),
+        )
+        .await;
+        if waited.is_err() {
+            dropped += 1;
+        }
+    }
+    // Then with the lock free: acquires dropped after taking some parts.
+    blocker.unlock().await.unwrap();
+    for i in 0..40u64 {
+        if tokio::time::timeout(Duration::from_micros(200 * i), mine.lock())
+            .await
+            .is_err()
+        {
+            dropped += 1;
+        }
+    }
+    for client in &ours {
+        client.wait_idle().await;
+    }
+    println!("{dropped} acquires dropped mid-way");
+    for server in &servers {
+        assert_eq!(
+            server.cli(&["EXISTS", "storm"]).unwrap(),
+            "0",
+            "a part was left"
+        );
+    }
+    for client in ours.iter().chain(&theirs) {
+        client.shutdown().await.unwrap();
+    }
+}
