@@ -209,3 +209,23 @@ async fn dropped_acquires_leave_nothing_on_any_server() {
         client.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn servers_without_a_handle_count_in_the_majority() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| server()).collect();
+    let ours = clients(&servers, Duration::from_secs(30)).await;
+    // 3 handles of 5 servers (2 unreachable when it was built): all 3 must grant it.
+    let lock = redlock(&ours, "declared").with_servers(5).unwrap();
+    assert_eq!((lock.servers(), lock.quorum()), (5, 3));
+    let guard = lock.try_lock().await.unwrap().expect("3 of 5");
+    // One of the three taken by someone else: 2 of 5 is no majority.
+    let theirs = clients(&servers[..1], Duration::from_secs(30)).await;
+    guard.unlock().await.unwrap();
+    let blocker = theirs[0].lock("declared").lock().await.unwrap();
+    assert!(lock.try_lock().await.unwrap().is_none());
+    blocker.unlock().await.unwrap();
+    assert!(matches!(
+        redlock(&ours, "declared").with_servers(2),
+        Err(Error::InvalidConfig { .. })
+    ));
+}

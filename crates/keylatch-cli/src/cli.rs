@@ -30,9 +30,10 @@ pub struct ConnectionArgs {
     /// Redis URL: redis://, rediss:// (TLS), redis+unix://, or
     /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE [default: KEYLATCH_REDIS_URL, then
     /// REDIS_URL, then redis://127.0.0.1:6379]. A password in it is visible to every local
-    /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file.
+    /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file. Given 3 or more times, `run`
+    /// holds a RedLock: the lock on a majority of those independent servers.
     #[arg(long, global = true, value_name = "URL")]
-    pub redis: Option<String>,
+    pub redis: Vec<String>,
 
     /// The ACL user [default: KEYLATCH_REDIS_USERNAME, then the URL's].
     #[arg(long, global = true, value_name = "USER")]

@@ -19,7 +19,7 @@ pub const SECRET_VARS: [&str; 5] = [
 /// The client configuration: [`Config::from_env`], then the flags.
 pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
     let mut config = Config::from_env();
-    if let Some(url) = &args.redis {
+    if let Some(url) = args.redis.first() {
         if url_has_password(url) {
             eprintln!(
                 "keylatch: warning: the password in --redis is visible to every local user \
@@ -28,12 +28,16 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
         }
         config.url = url.clone();
     }
-    if args.tls {
-        for scheme in ["redis://", "redis+sentinel://"] {
-            if config.url.starts_with(scheme) {
-                config.url = format!("{}s{}", &scheme[..5], &config.url[5..]);
-            }
+    for url in args.redis.iter().skip(1) {
+        if url_has_password(url) {
+            eprintln!(
+                "keylatch: warning: the password in --redis is visible to every local user \
+                 (ps, /proc); use KEYLATCH_REDIS_PASSWORD or --password-file"
+            );
         }
+    }
+    if args.tls {
+        config.url = with_tls(&config.url);
     }
     if let Some(user) = &args.user {
         config.username = Some(user.clone());
@@ -81,6 +85,29 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
         );
     }
     Ok(config)
+}
+
+/// `url` with TLS: `redis://` becomes `rediss://`, `redis+sentinel://` `rediss+sentinel://`.
+fn with_tls(url: &str) -> String {
+    for scheme in ["redis://", "redis+sentinel://"] {
+        if url.starts_with(scheme) {
+            return format!("{}s{}", &scheme[..5], &url[5..]);
+        }
+    }
+    url.to_owned()
+}
+
+/// The configuration for each `--redis` URL given (the first one's is `config`): the same
+/// settings, another server. For a RedLock.
+pub fn configs_per_server(args: &ConnectionArgs, config: &Config) -> Vec<Config> {
+    args.redis
+        .iter()
+        .map(|url| {
+            let mut each = config.clone();
+            each.url = if args.tls { with_tls(url) } else { url.clone() };
+            each
+        })
+        .collect()
 }
 
 /// Whether a URL carries a password (userinfo or a `password`/`pass` parameter).

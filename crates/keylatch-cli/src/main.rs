@@ -44,9 +44,19 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_SOFTWARE);
         }
     };
+    let servers = cli.connection.redis.len();
     let result = connection::config(&cli.connection).and_then(|config| {
+        let per_server = connection::configs_per_server(&cli.connection, &config);
         runtime.block_on(async move {
             match cli.command {
+                Command::Run(args) if servers >= 3 => run::run_redlock(per_server, args).await,
+                _ if servers > 1 => Err(failure::Failure::new(
+                    failure::EX_USAGE,
+                    format!(
+                        "--redis was given {servers} times: only `run` takes several servers, \
+                         3 or more (a RedLock over independent servers)"
+                    ),
+                )),
                 Command::Run(args) => run::run(config, args).await,
                 Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
                 Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),

@@ -5,14 +5,16 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch::{AcquireOptions, Client, Config, DistributedLock, Error, LockGuard};
+use keylatch::{
+    AcquireOptions, Client, Config, DistributedLock, Error, LockGuard, RedLock, RedLockGuard,
+};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{OnLost, RunArgs};
-use crate::failure::{EX_LOST, EX_SOFTWARE, EX_TEMPFAIL, Failure};
+use crate::failure::{EX_LOST, EX_SOFTWARE, EX_TEMPFAIL, EX_USAGE, Failure};
 
 /// Runs `args.command` under the lock and returns the exit code.
 pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
@@ -21,6 +23,100 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
     }
     let client = Client::connect_with(config).await?;
     let lock = lock_for(&client, &args).await?;
+    let acquire = lock.acquire(options_of(&args));
+    let guard = tokio::select! {
+        acquired = acquire => acquired?,
+        () = interrupted() => return Ok(130),
+    };
+    let Some(guard) = guard else {
+        return Err(not_acquired(&args));
+    };
+    tracing::debug!(lock = %args.name, token = ?guard.fencing_token(), "acquired");
+    let child = match spawn(&args, guard.fencing_token()) {
+        Ok(child) => child,
+        Err(failure) => {
+            release(&client, guard, &args.name).await;
+            return Err(failure);
+        }
+    };
+    let outcome = supervise(child, guard.lost(), &args).await;
+    if matches!(outcome, Ok(EX_LOST)) {
+        // The hold is gone (or the server does not answer): nothing to wait for.
+        guard.forget();
+        let _ = client.shutdown().await;
+    } else {
+        release(&client, guard, &args.name).await;
+    }
+    outcome
+}
+
+/// `run` with `--redis` given 3 or more times: the command runs while a RedLock over those
+/// independent servers is held (a plain lock on each, without fencing tokens).
+pub async fn run_redlock(mut configs: Vec<Config>, args: RunArgs) -> Result<u8, Failure> {
+    if args.fair || args.read || args.write || args.semaphore.is_some() {
+        return Err(Failure::new(
+            EX_USAGE,
+            "a RedLock over several servers takes a plain lock: drop --fair, --read, --write and \
+             --semaphore",
+        ));
+    }
+    let servers = configs.len();
+    let mut clients = Vec::with_capacity(servers);
+    let mut unreachable = None;
+    for config in &mut configs {
+        if let Some(watchdog) = args.watchdog {
+            config.watchdog_timeout = watchdog;
+        }
+        match Client::connect_with(config.clone()).await {
+            Ok(client) => clients.push(client),
+            // A minority of the servers may be down: they count as failed in every attempt.
+            Err(err) => {
+                let failure = Failure::from(err);
+                eprintln!("keylatch: warning: {}", failure.message);
+                unreachable.get_or_insert(failure);
+            }
+        }
+    }
+    if clients.len() < servers / 2 + 1 {
+        return Err(unreachable.unwrap_or_else(|| Failure::new(EX_SOFTWARE, "no server")));
+    }
+    let lock = RedLock::new(
+        clients
+            .iter()
+            .map(|c| Arc::new(c.lock(&args.name)) as Arc<dyn DistributedLock>),
+    )?
+    .with_servers(servers)?;
+    let acquire = lock.acquire(options_of(&args));
+    let guard = tokio::select! {
+        acquired = acquire => acquired?,
+        () = interrupted() => return Ok(130),
+    };
+    let Some(guard) = guard else {
+        return Err(not_acquired(&args));
+    };
+    tracing::debug!(lock = %args.name, servers = guard.guards().len(), "acquired a RedLock");
+    let child = match spawn(&args, None) {
+        Ok(child) => child,
+        Err(failure) => {
+            release_redlock(&clients, guard, &args.name).await;
+            return Err(failure);
+        }
+    };
+    let outcome = supervise(child, guard.lost(), &args).await;
+    if matches!(outcome, Ok(EX_LOST)) {
+        for part in guard.into_guards() {
+            part.forget();
+        }
+        for client in &clients {
+            let _ = client.shutdown().await;
+        }
+    } else {
+        release_redlock(&clients, guard, &args.name).await;
+    }
+    outcome
+}
+
+fn options_of(args: &RunArgs) -> AcquireOptions {
     let mut options = AcquireOptions::new();
     if let Some(wait) = args.wait {
         options = options.with_wait(wait);
@@ -28,26 +124,23 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
     if let Some(lease) = args.lease {
         options = options.with_lease(lease);
     }
+    options
+}
 
-    let acquire = lock.acquire(options);
-    let guard = tokio::select! {
-        acquired = acquire => acquired?,
-        () = interrupted() => return Ok(130),
-    };
-    let Some(guard) = guard else {
-        return Err(Failure::new(
-            EX_TEMPFAIL,
-            format!(
-                "could not acquire {:?} within {}",
-                args.name,
-                humantime::format_duration(args.wait.unwrap_or_default())
-            ),
-        ));
-    };
-    tracing::debug!(lock = %args.name, token = ?guard.fencing_token(), "acquired");
+fn not_acquired(args: &RunArgs) -> Failure {
+    Failure::new(
+        EX_TEMPFAIL,
+        format!(
+            "could not acquire {:?} within {}",
+            args.name,
+            humantime::format_duration(args.wait.unwrap_or_default())
+        ),
+    )
+}
 
-    // The command learns the lock's name and, for the locks that issue one, its fencing token,
-    // so it can fence its writes (as `etcdctl lock` exports its key and revision).
+/// Starts the command. It learns the lock's name and, for the locks that issue one, its
+/// fencing token, so it can fence its writes (as `etcdctl lock` exports its key and revision).
+fn spawn(args: &RunArgs, token: Option<u64>) -> Result<Child, Failure> {
     let mut command = Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
@@ -58,33 +151,17 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
     for var in crate::connection::SECRET_VARS {
         command.env_remove(var);
     }
-    if let Some(token) = guard.fencing_token() {
+    if let Some(token) = token {
         command.env("KEYLATCH_FENCING_TOKEN", token.to_string());
     }
-    let child = match command.spawn() {
-        Ok(child) => child,
-        Err(err) => {
-            release(&client, guard, &args.name).await;
-            let code = if err.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            return Err(Failure::new(
-                code,
-                format!("cannot run {:?}: {err}", args.command[0]),
-            ));
-        }
-    };
-    let outcome = supervise(child, &guard, &args).await;
-    if matches!(outcome, Ok(EX_LOST)) {
-        // The hold is gone (or the server does not answer): nothing to wait for.
-        guard.forget();
-        let _ = client.shutdown().await;
-    } else {
-        release(&client, guard, &args.name).await;
-    }
-    outcome
+    command.spawn().map_err(|err| {
+        let code = if err.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        };
+        Failure::new(code, format!("cannot run {:?}: {err}", args.command[0]))
+    })
 }
 
 /// The lock handle for the primitive the flags chose.
@@ -110,14 +187,17 @@ async fn lock_for(client: &Client, args: &RunArgs) -> Result<Arc<dyn Distributed
 }
 
 /// Waits for the child, forwarding SIGINT/SIGTERM to it and acting on a lost lock.
-async fn supervise(mut child: Child, guard: &LockGuard, args: &RunArgs) -> Result<u8, Failure> {
+async fn supervise(
+    mut child: Child,
+    lost: impl std::future::Future<Output = ()>,
+    args: &RunArgs,
+) -> Result<u8, Failure> {
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
     let mut sigint = signal(SignalKind::interrupt()).map_err(internal)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(internal)?;
-    let lost = guard.lost();
     tokio::pin!(lost);
     let mut watching = true;
     loop {
@@ -187,6 +267,21 @@ async fn release(client: &Client, guard: LockGuard, name: &str) {
         ),
     }
     let _ = client.shutdown().await;
+}
+
+/// Releases a RedLock on every server (waiting at most each client's release timeout), then
+/// shuts the clients down.
+async fn release_redlock(clients: &[Client], guard: RedLockGuard, name: &str) {
+    match guard.unlock().await {
+        Ok(()) | Err(Error::NotHeld { .. }) => {}
+        Err(err) => eprintln!(
+            "keylatch: releasing {name:?} failed on a server ({}); its lease ends it there",
+            Failure::from(err).message
+        ),
+    }
+    for client in clients {
+        let _ = client.shutdown().await;
+    }
 }
 
 fn internal(err: std::io::Error) -> Failure {

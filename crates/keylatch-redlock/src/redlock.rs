@@ -56,6 +56,8 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 #[derive(Clone)]
 pub struct RedLock {
     parts: Arc<[Arc<dyn DistributedLock>]>,
+    /// Servers in all, the ones without a part (unreachable when it was built) included.
+    servers: usize,
     server_timeout: Duration,
     retry_delay: Duration,
 }
@@ -63,7 +65,7 @@ pub struct RedLock {
 impl std::fmt::Debug for RedLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedLock")
-            .field("servers", &self.parts.len())
+            .field("servers", &self.servers)
             .field("quorum", &self.quorum())
             .field("server_timeout", &self.server_timeout)
             .field("retry_delay", &self.retry_delay)
@@ -87,10 +89,28 @@ impl RedLock {
             });
         }
         Ok(RedLock {
+            servers: parts.len(),
             parts: parts.into(),
             server_timeout: DEFAULT_SERVER_TIMEOUT,
             retry_delay: DEFAULT_RETRY_DELAY,
         })
+    }
+
+    /// Declares `servers` servers in all, when some had no lock handle to give (a client could
+    /// not connect to them): they count in the majority and as failed in every attempt. With 5
+    /// servers of which 2 were unreachable, 3 must still grant the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `servers` is less than the number of locks.
+    pub fn with_servers(mut self, servers: usize) -> Result<RedLock> {
+        if servers < self.parts.len() {
+            return Err(Error::InvalidConfig {
+                field: "servers",
+                reason: "fewer servers than locks",
+            });
+        }
+        self.servers = servers;
+        Ok(self)
     }
 
     /// How long one server may take to answer an attempt (50 ms by default); keep it far below
@@ -117,12 +137,12 @@ impl RedLock {
 
     /// How many servers must grant the lock: a majority.
     pub fn quorum(&self) -> usize {
-        self.parts.len() / 2 + 1
+        self.servers / 2 + 1
     }
 
     /// How many servers the lock spans.
     pub fn servers(&self) -> usize {
-        self.parts.len()
+        self.servers
     }
 
     /// Waits as long as it takes; watchdog mode.
@@ -189,7 +209,7 @@ impl RedLock {
                     failed,
                     first_error,
                 } => {
-                    let no_quorum = self.parts.len() - failed < self.quorum();
+                    let no_quorum = self.servers - failed < self.quorum();
                     unreachable_in_a_row = if no_quorum {
                         unreachable_in_a_row + 1
                     } else {
@@ -208,7 +228,7 @@ impl RedLock {
                             return Err(Error::NoQuorum {
                                 acquired,
                                 needed: self.quorum(),
-                                servers: self.parts.len(),
+                                servers: self.servers,
                                 failed,
                             });
                         }
@@ -239,7 +259,8 @@ impl RedLock {
         .await;
         let elapsed = started.elapsed();
         let mut guards = Vec::new();
-        let mut failed = 0;
+        // Servers without a part fail every attempt.
+        let mut failed = self.servers - self.parts.len();
         let mut first_error = None;
         for outcome in outcomes {
             match outcome {
@@ -379,6 +400,11 @@ impl RedLockGuard {
                 None => majority_gone.await,
             }
         }
+    }
+
+    /// The parts' guards, to keep (`forget`) or release one by one.
+    pub fn into_guards(self) -> Vec<LockGuard> {
+        self.guards
     }
 
     /// Releases the lock on every server that granted it.
