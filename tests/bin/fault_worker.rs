@@ -8,6 +8,8 @@
 //!     [--response-timeout-ms N] [--hold-forever]
 //!     [--mode reentrant|fair|read|write|permit] [--waiter-timeout-ms N] [--permits N]
 //!     [--run-ms N] [--replicas N] [--replicas-timeout-ms N]
+//! keylatch-test-fault-worker --mode redlock --url URL1,URL2,… --oracle URL --name NAME --id N
+//!     [--run-ms N] [--hold-ms N] [--watchdog-ms N]
 //! ```
 //! `--run-ms` ends the loop once that much time has passed (else after `--iterations`);
 //! `--replicas` turns replica acknowledgement on.
@@ -83,6 +85,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let run_until = get("run-ms")
         .and_then(|v| v.parse().ok())
         .map(|ms| Instant::now() + Duration::from_millis(ms));
+    if get("mode").as_deref() == Some("redlock") {
+        let urls = get("url").ok_or("--url")?;
+        let settings = config.build()?;
+        return redlock_loop(
+            &urls,
+            settings,
+            &get("oracle").ok_or("--oracle")?,
+            &name,
+            id,
+            Duration::from_millis(num("hold-ms", 0)),
+            run_until.unwrap_or_else(|| Instant::now() + Duration::from_secs(10)),
+        )
+        .await;
+    }
     let client = keylatch::Client::connect_with(config.build()?).await?;
     let lock: Arc<dyn DistributedLock> = match get("mode").as_deref().unwrap_or("reentrant") {
         "reentrant" => Arc::new(client.lock(&name).with_fencing(true)),
@@ -203,6 +219,78 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     client.wait_idle().await;
+    emit(serde_json::json!({"ev": "done", "w": id}));
+    Ok(())
+}
+
+/// `--mode redlock`: a RedLock over the servers of `urls` (comma-separated); the critical
+/// section reads the oracle counter and writes it back plus one (no fencing: a RedLock has no
+/// token, so an overlap shows as a lost increment).
+async fn redlock_loop(
+    urls: &str,
+    settings: keylatch::Config,
+    oracle_url: &str,
+    name: &str,
+    id: u64,
+    hold: Duration,
+    until: Instant,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut clients = Vec::new();
+    for url in urls.split(',') {
+        let mut config = settings.clone();
+        config.url = url.to_owned();
+        clients.push(keylatch::Client::connect_with(config).await?);
+    }
+    let lock = keylatch::RedLock::new(
+        clients
+            .iter()
+            .map(|c| Arc::new(c.lock(name)) as Arc<dyn DistributedLock>),
+    )?;
+    let oracle_client = redis::Client::open(oracle_url)?;
+    let mut oracle = oracle_client.get_multiplexed_async_connection().await?;
+    let counter = format!("{name}:counter");
+    emit(serde_json::json!({"ev": "ready", "w": id, "pid": std::process::id()}));
+    let mut i = 0u64;
+    while Instant::now() < until {
+        i += 1;
+        let guard = match lock.try_lock_for(Duration::from_secs(2), None).await {
+            Ok(Some(guard)) => guard,
+            Ok(None) => continue,
+            Err(err) => {
+                emit(
+                    serde_json::json!({"ev": "error", "w": id, "i": i, "op": "lock", "error": err.to_string()}),
+                );
+                continue;
+            }
+        };
+        let valid_us = |g: &keylatch::RedLockGuard| match g.valid_until() {
+            Some(u) => now_us() + u.saturating_duration_since(Instant::now()).as_micros(),
+            None => now_us(),
+        };
+        emit(
+            serde_json::json!({"ev": "acquired", "w": id, "i": i, "t": now_us(), "token": 0, "until": valid_us(&guard), "parts": guard.guards().len()}),
+        );
+        let value: Option<u64> = oracle.get(&counter).await?;
+        tokio::time::sleep(hold).await;
+        if guard.is_lost() {
+            emit(serde_json::json!({"ev": "check", "w": id, "i": i, "t": now_us(), "lost": true}));
+        } else {
+            let _: () = oracle.set(&counter, value.unwrap_or(0) + 1).await?;
+            emit(serde_json::json!({"ev": "write", "w": id, "i": i, "t": now_us(), "ok": true}));
+        }
+        emit(
+            serde_json::json!({"ev": "released", "w": id, "i": i, "t": now_us(), "until": valid_us(&guard)}),
+        );
+        if let Err(err) = guard.unlock().await {
+            emit(
+                serde_json::json!({"ev": "unlock", "w": id, "i": i, "ok": false, "error": err.to_string()}),
+            );
+        }
+    }
+    // Undos bound for a dead server would be retried for the whole settle window.
+    for client in &clients {
+        let _ = tokio::time::timeout(Duration::from_secs(2), client.wait_idle()).await;
+    }
     emit(serde_json::json!({"ev": "done", "w": id}));
     Ok(())
 }

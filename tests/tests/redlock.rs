@@ -229,3 +229,81 @@ async fn servers_without_a_handle_count_in_the_majority() {
         Err(Error::InvalidConfig { .. })
     ));
 }
+
+/// Worker processes take one RedLock over 5 servers in a loop while, one at a time, servers
+/// are paused and resumed, and one is killed: the exclusion checker finds 0 overlapping
+/// validity windows, and the oracle counter loses no increment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_never_overlap_while_servers_are_paused_or_killed() {
+    use keylatch_tests::checker;
+    use keylatch_tests::workers::{Worker, args};
+    const WORKER: &str = env!("CARGO_BIN_EXE_keylatch-test-fault-worker");
+
+    let mut servers = start_servers();
+    let oracle = server();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let run = Duration::from_secs(8);
+    let workers: Vec<Worker> = (0..3u64)
+        .map(|id| {
+            let pairs = [
+                ("mode", "redlock".to_owned()),
+                ("url", urls.join(",")),
+                ("oracle", oracle.url()),
+                ("name", "rl-job".to_owned()),
+                ("id", id.to_string()),
+                ("watchdog-ms", "1000".to_owned()),
+                ("response-timeout-ms", "300".to_owned()),
+                ("poll-ms", "200".to_owned()),
+                ("hold-ms", "5".to_owned()),
+                ("run-ms", run.as_millis().to_string()),
+            ];
+            Worker::spawn(WORKER, &args(&pairs, &[]))
+        })
+        .collect();
+    for worker in &workers {
+        assert!(
+            worker
+                .wait_for(Duration::from_secs(20), |e| e["ev"] == "ready")
+                .await
+                .is_some(),
+            "a worker did not start"
+        );
+    }
+    // One at a time: pause 0, resume; pause 1, resume; kill 2 (for good); pause 3, resume.
+    for step in 0..4 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        if step == 2 {
+            servers[2].kill();
+            continue;
+        }
+        servers[step].pause().unwrap();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        servers[step].resume().unwrap();
+    }
+    let mut events = Vec::new();
+    for worker in workers {
+        let (status, mut worker_events) = worker.finish(run + Duration::from_secs(30)).await;
+        assert!(
+            worker_events.iter().any(|e| e["ev"] == "done"),
+            "a worker did not finish ({status:?})"
+        );
+        events.append(&mut worker_events);
+    }
+    let windows = checker::windows(&events);
+    let overlaps = checker::overlaps(&windows);
+    let writes = checker::accepted_writes(&events);
+    let counter: usize = oracle
+        .cli(&["GET", "rl-job:counter"])
+        .unwrap()
+        .parse()
+        .unwrap_or(0);
+    let errors = checker::count(&events, "error");
+    println!(
+        "{} holds by 3 workers over 5 servers, {overlaps} overlapping, {writes} writes, oracle \
+         counter {counter}, {errors} acquire errors",
+        windows.len()
+    );
+    assert!(windows.len() > 20, "the workers made progress");
+    assert_eq!(overlaps, 0, "two workers held the RedLock at once");
+    assert_eq!(counter, writes, "an increment was lost");
+}
