@@ -307,3 +307,39 @@ async fn processes_never_overlap_while_servers_are_paused_or_killed() {
     assert_eq!(overlaps, 0, "two workers held the RedLock at once");
     assert_eq!(counter, writes, "an increment was lost");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_the_release_on_any_server() {
+    let servers = start_servers();
+    let ours = clients(&servers, Duration::from_secs(30)).await;
+    let theirs = clients(&servers, Duration::from_secs(30)).await;
+    let holder = redlock(&theirs, "woken").lock().await.unwrap();
+    // A long retry pause: the wait ends early only if a release message wakes it.
+    let waiter = redlock(&ours, "woken").with_retry_delay(Duration::from_secs(20));
+    let messages =
+        |clients: &[Client]| -> u64 { clients.iter().map(|c| c.core().hub().messages()).sum() };
+    let before = messages(&ours);
+    let waiting = tokio::spawn(async move {
+        let started = Instant::now();
+        let guard = waiter.try_lock_for(Duration::from_secs(60), None).await;
+        (guard, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let (guard, waited) = waiting.await.unwrap();
+    let guard = guard.unwrap().expect("acquired after the release");
+    println!(
+        "acquired {:?} after the release ({waited:?} in all), retry pause up to 20 s",
+        released.elapsed()
+    );
+    assert!(
+        messages(&ours) > before,
+        "release messages reached the waiter's clients"
+    );
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "woken by a message, not by the 20 s pause"
+    );
+    guard.unlock().await.unwrap();
+}

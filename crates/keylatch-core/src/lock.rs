@@ -105,6 +105,14 @@ pub trait DistributedLock: Send + Sync + fmt::Debug {
     /// entry behind (a request already sent is undone in the background).
     async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>>;
 
+    /// Where a release of this lock is announced to every waiter: the client whose pub/sub hub
+    /// hears it, and the channel. A lock made of locks on several servers (a RedLock) waits
+    /// on all of them. `None` (the default) when the primitive has no such channel (a fair
+    /// lock wakes each waiter on its own).
+    fn release_channel(&self) -> Option<(&Client, &str)> {
+        None
+    }
+
     /// Whether anyone holds the lock.
     ///
     /// # Errors

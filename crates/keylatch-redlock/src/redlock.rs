@@ -7,13 +7,18 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
-use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, Result, TRANSIENT_RETRIES};
+use keylatch_core::{
+    AcquireOptions, DistributedLock, Error, LockGuard, Result, Subscription, TRANSIENT_RETRIES,
+    WakeMode,
+};
 use tokio::time::Instant;
 
 /// The default time one server may take to answer an attempt.
 pub const DEFAULT_SERVER_TIMEOUT: Duration = Duration::from_millis(50);
 /// The default longest random pause between two attempts.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
+/// The longest random stagger after a release message woke a waiter.
+const MAX_STAGGER: Duration = Duration::from_millis(25);
 
 /// A lock held on a majority of independent Redis servers (the RedLock algorithm, Redisson's
 /// `RedissonRedLock`), so that the failure or failover of a minority of them loses nothing.
@@ -26,6 +31,10 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 /// Otherwise every part it took is released (a server that did not answer in time has its
 /// attempt undone in the background), and it tries again after a random pause while the wait
 /// allows.
+///
+/// A refused attempt subscribes to the lock's release channel on every server; a release on
+/// any of them wakes the next attempt (after a short random stagger), and a random pause of up
+/// to the retry delay bounds each wait for one.
 ///
 /// In watchdog mode (no lease), each part is renewed by its own client's watchdog, and the
 /// guard's [`lost`](RedLockGuard::lost) completes once fewer than a majority of the parts are
@@ -200,7 +209,17 @@ impl RedLock {
         let deadline = options.deadline();
         let bounded = options.wait().is_some();
         let mut unreachable_in_a_row = 0;
+        // Subscribed after the first refusal: a release on any server wakes the next attempt.
+        let mut subscriptions: Option<Vec<Subscription>> = None;
         loop {
+            let mut woken: Vec<_> = subscriptions
+                .iter()
+                .flatten()
+                .map(|s| Box::pin(s.notified()))
+                .collect();
+            for notified in &mut woken {
+                notified.as_mut().enable();
+            }
             let attempt = self.attempt(options.lease()).await?;
             match attempt {
                 Attempt::Held(guard) => return Ok(Some(guard)),
@@ -234,14 +253,52 @@ impl RedLock {
                         }
                         return Ok(None);
                     }
+                    if subscriptions.is_none() {
+                        // Subscribe, then try again at once: a release may have come meanwhile.
+                        drop(woken);
+                        subscriptions = Some(self.subscribe().await);
+                        continue;
+                    }
                     let mut pause = random_below(self.retry_delay);
                     if let Some(d) = deadline {
                         pause = pause.min(d.saturating_duration_since(Instant::now()));
                     }
-                    tokio::time::sleep(pause).await;
+                    if woken.is_empty() {
+                        tokio::time::sleep(pause).await;
+                    } else {
+                        tokio::select! {
+                            _ = futures_util::future::select_all(woken) => {
+                                // Woken by a release: a short random stagger, so contenders
+                                // woken together do not split the servers between them.
+                                let stagger = (self.retry_delay / 8).min(MAX_STAGGER);
+                                tokio::time::sleep(random_below(stagger)).await;
+                            }
+                            () = tokio::time::sleep(pause) => {}
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// A subscription to each part's release channel (on its own client's hub); a part whose
+    /// server cannot be subscribed to now is left out (the random pause still bounds the wait).
+    async fn subscribe(&self) -> Vec<Subscription> {
+        let mut subscriptions = Vec::new();
+        for part in self.parts.iter() {
+            if let Some((client, channel)) = part.release_channel() {
+                let subscribing =
+                    client
+                        .hub()
+                        .subscribe(channel, WakeMode::One, client.config().fallback_poll);
+                if let Ok(Ok(subscription)) =
+                    tokio::time::timeout(self.server_timeout, subscribing).await
+                {
+                    subscriptions.push(subscription);
+                }
+            }
+        }
+        subscriptions
     }
 
     /// One attempt on every server at once.

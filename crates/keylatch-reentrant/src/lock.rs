@@ -333,6 +333,10 @@ impl DistributedLock for ReentrantLock {
         ReentrantLock::acquire(self, options).await
     }
 
+    fn release_channel(&self) -> Option<(&Client, &str)> {
+        Some((&self.client, self.channel()))
+    }
+
     async fn is_locked(&self) -> Result<bool> {
         ReentrantLock::is_locked(self).await
     }
