@@ -76,11 +76,71 @@ pub struct ClientStats {
     pub background_pending: usize,
     /// Times a script had to be reloaded after `NOSCRIPT`.
     pub script_reloads: u64,
+    /// On a Redis Cluster: redirections followed (`MOVED`, `ASK`) and back-offs while a slot
+    /// had no reachable owner.
+    pub cluster_redirections: u64,
+    /// On a Redis Cluster: the primaries in the slot map last read (0 elsewhere, or before
+    /// the first renewal read it).
+    pub cluster_primaries: usize,
+    /// On a Redis Cluster: whether wake-ups go by sharded pub/sub.
+    pub sharded_pubsub: bool,
+    /// Pipelined round trips sent for batches of script calls (the watchdog's renewals): one
+    /// per batch on one server, one per node per batch on a cluster.
+    pub batch_round_trips: u64,
     /// Times the primary moved or may have (Sentinel's `+switch-master`, a `READONLY` reply):
     /// each time, the client reconnected and re-checked every hold.
     pub primary_moves: u64,
     /// Times the primary was looked up through the sentinels (zero without Sentinel).
     pub primary_lookups: u64,
+}
+
+/// Whether the server behind `client` runs in cluster mode (`INFO cluster`), asked on a
+/// connection of its own that is closed after. A server that refuses `INFO` (an ACL user
+/// without it) is taken for a single server.
+async fn runs_cluster(client: &redis::Client, config: &Config, shown: &str) -> Result<bool> {
+    if matches!(
+        client.get_connection_info().addr(),
+        redis::ConnectionAddr::Unix(_)
+    ) {
+        return Ok(false);
+    }
+    let settings = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.response_timeout));
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&settings)
+        .await
+        .map_err(|source| connect_error(shown, config, source))?;
+    let info: redis::RedisResult<String> = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async(&mut conn)
+        .await;
+    match info {
+        Ok(info) => Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1")),
+        Err(err) if Error::from(err.clone()).is_transient() => {
+            Err(connect_error(shown, config, err))
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+fn connect_error(shown: &str, config: &Config, source: redis::RedisError) -> Error {
+    if transport::is_tls_verification(&source) {
+        return Error::TlsVerification {
+            url: shown.to_owned(),
+            source,
+        };
+    }
+    match Error::from(source) {
+        Error::Connection(source) | Error::Redis(source) => Error::Connect {
+            url: shown.to_owned(),
+            source,
+        },
+        Error::Timeout { .. } => Error::Timeout {
+            after: config.connect_timeout,
+        },
+        other => other,
+    }
 }
 
 impl Client {
@@ -97,11 +157,22 @@ impl Client {
         let shown = redact(&config.url);
         let topology = match Endpoint::parse(&config.url)? {
             Endpoint::Single => {
-                Topology::single(transport::single_client(&config)?, &config, shown)
+                let client = transport::single_client(&config)?;
+                if runs_cluster(&client, &config, &shown).await? {
+                    // A node of a cluster: the whole cluster, with this node as the seed.
+                    let settings = transport::ClusterSettings::from_node(&config)?;
+                    Topology::cluster(settings, &config, shown)?
+                } else {
+                    Topology::single(client, &config, shown)
+                }
             }
             Endpoint::Sentinel(url) => {
                 let resolver = transport::sentinel_client(&config, &url)?;
                 Topology::sentinel(resolver, url.service, &config, shown)
+            }
+            Endpoint::Cluster(url) => {
+                let settings = transport::ClusterSettings::from_url(&config, &url)?;
+                Topology::cluster(settings, &config, shown)?
             }
         };
         Client::start(config, topology).await
@@ -146,6 +217,7 @@ impl Client {
             config.connections,
             config.response_timeout,
             (config.replicas > 0).then_some((config.replicas, config.replicas_timeout)),
+            config.sharded_pubsub,
         ));
         commands.warm_up().await?;
         let reconnected = Arc::new(Notify::new());
@@ -153,6 +225,7 @@ impl Client {
             topology.clone(),
             config.subscription_linger,
             reconnected.clone(),
+            config.sharded_pubsub,
         );
         let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone(), reconnected);
         let watcher = Topology::start_watcher(&topology);
@@ -276,7 +349,7 @@ impl Client {
     /// # Errors
     /// [`Error::Connect`], [`Error::Timeout`], [`Error::Auth`], [`Error::TlsVerification`],
     /// [`Error::Closed`].
-    pub async fn connection(&self) -> Result<redis::aio::MultiplexedConnection> {
+    pub async fn connection(&self) -> Result<crate::Connection> {
         self.inner.commands.open().await
     }
 
@@ -471,6 +544,10 @@ impl Client {
             hub_reconnects: self.inner.hub.reconnects(),
             background_pending: self.inner.background.pending.load(Ordering::Acquire),
             script_reloads: self.inner.commands.script_reloads(),
+            cluster_redirections: self.inner.commands.redirections(),
+            cluster_primaries: self.inner.commands.cluster_nodes(),
+            sharded_pubsub: self.inner.commands.is_sharded(),
+            batch_round_trips: self.inner.commands.batch_pipelines(),
             primary_moves: self.inner.topology.moves(),
             primary_lookups: self.inner.topology.lookups(),
         }

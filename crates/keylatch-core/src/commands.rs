@@ -5,11 +5,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use deadpool_redis::redis::{
-    self, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value, aio::MultiplexedConnection,
-};
+use deadpool_redis::redis::{self, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value};
 use std::sync::Arc;
 
+use crate::cluster;
+use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::script::{LuaScript, ScriptCall};
 use crate::topology::Topology;
@@ -31,6 +31,14 @@ pub(crate) struct Commands {
     /// Replica acknowledgement for acquisitions: how many replicas, how long.
     acknowledgement: Option<(u32, Duration)>,
     script_reloads: AtomicU64,
+    /// On a Redis Cluster: wake-ups go by sharded pub/sub (`SPUBLISH`), so scripts run in
+    /// their sharded variant.
+    sharded: bool,
+    /// Redirections followed on a cluster (`MOVED`, `ASK`, back-offs).
+    redirections: Arc<AtomicU64>,
+    /// Pipelines sent for batches ([`eval_batch`](Commands::eval_batch)): on a cluster, one
+    /// per node per batch.
+    batch_pipelines: AtomicU64,
     /// Set at the end of the client's shutdown: every command is refused with
     /// [`Error::Closed`].
     closed: std::sync::atomic::AtomicBool,
@@ -45,7 +53,7 @@ struct Held {
     generation: u64,
     /// The topology's move count when it was opened: stale once the primary moved.
     moves: u64,
-    conn: MultiplexedConnection,
+    conn: Connection,
     _pooled: Option<deadpool_redis::Connection>,
 }
 
@@ -61,7 +69,9 @@ impl Commands {
         slots: usize,
         response_timeout: Duration,
         acknowledgement: Option<(u32, Duration)>,
+        sharded: bool,
     ) -> Self {
+        let sharded = sharded && topology.is_cluster();
         Commands {
             topology,
             slots: (0..slots)
@@ -74,6 +84,9 @@ impl Commands {
             response_timeout,
             acknowledgement,
             script_reloads: AtomicU64::new(0),
+            sharded,
+            redirections: Arc::new(AtomicU64::new(0)),
+            batch_pipelines: AtomicU64::new(0),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -88,6 +101,21 @@ impl Commands {
 
     pub(crate) fn script_reloads(&self) -> u64 {
         self.script_reloads.load(Ordering::Relaxed)
+    }
+
+    /// Redirections followed on a cluster.
+    pub(crate) fn redirections(&self) -> u64 {
+        self.redirections.load(Ordering::Relaxed)
+    }
+
+    /// Pipelines sent for batches.
+    pub(crate) fn batch_pipelines(&self) -> u64 {
+        self.batch_pipelines.load(Ordering::Relaxed)
+    }
+
+    /// Whether scripts publish with `SPUBLISH` (a cluster with sharded pub/sub).
+    pub(crate) fn is_sharded(&self) -> bool {
+        self.sharded
     }
 
     /// The connection for a command on `key`. Every command on one key goes over the same
@@ -123,7 +151,7 @@ impl Commands {
         }
     }
 
-    async fn connection(&self, index: usize) -> Result<(u64, MultiplexedConnection)> {
+    async fn connection(&self, index: usize) -> Result<(u64, Connection)> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -163,7 +191,7 @@ impl Commands {
     }
 
     /// A new connection of its own to the primary, for the application's own commands.
-    pub(crate) async fn open(&self) -> Result<MultiplexedConnection> {
+    pub(crate) async fn open(&self) -> Result<Connection> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -179,6 +207,18 @@ impl Commands {
     }
 
     fn map_error(&self, err: RedisError, key: &str, index: usize, generation: u64) -> Error {
+        if self.topology.is_cluster() {
+            // redis-rs keeps the nodes' connections and reconnects them itself.
+            if cluster::is_redirection(&err) {
+                return Error::ClusterUnavailable(err);
+            }
+            return match Error::from_redis(err, key) {
+                Error::Timeout { .. } => Error::Timeout {
+                    after: self.response_timeout,
+                },
+                other => other,
+            };
+        }
         if is_readonly(&err) {
             self.discard(index, generation);
             self.topology.moved("a node answered READONLY");
@@ -204,6 +244,20 @@ impl Commands {
     /// Runs one command that is not a script.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
         let index = self.pick(key);
+        if self.topology.is_cluster() {
+            let mut replies = self
+                .cluster_run(index, key, std::slice::from_ref(cmd), None)
+                .await?;
+            let value = replies
+                .pop()
+                .ok_or(Error::UnexpectedReply { what: "reply" })?;
+            return value
+                .extract_error()
+                .map_err(|e| Error::from_redis(e, key))
+                .and_then(|value| {
+                    T::from_redis_value(value).map_err(|_| Error::UnexpectedReply { what: "reply" })
+                });
+        }
         let mut attempt = 0;
         loop {
             let (generation, mut conn) = self.connection(index).await?;
@@ -244,9 +298,12 @@ impl Commands {
             // Boxed: a rare path that should not grow every acquire's future.
             return Box::pin(self.eval_acknowledged(call, replicas, timeout)).await;
         }
+        if self.topology.is_cluster() {
+            return Box::pin(self.cluster_eval(call)).await;
+        }
         let index = self.pick(call.first_key());
         let (generation, mut conn) = self.connection(index).await?;
-        let cmd = call.evalsha_cmd();
+        let cmd = call.evalsha_cmd(false);
         match cmd.query_async::<Value>(&mut conn).await {
             Ok(value) => Ok(value),
             Err(err) if is_noscript(&err) => {
@@ -254,7 +311,7 @@ impl Commands {
                 tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
                 crate::telemetry::round_trip();
                 let mut pipe = redis::pipe();
-                pipe.add_command(call.script().load_cmd()).ignore();
+                pipe.add_command(call.script().load_cmd(false)).ignore();
                 pipe.add_command(cmd);
                 let (value,): (Value,) = pipe
                     .query_async(&mut conn)
@@ -277,7 +334,6 @@ impl Commands {
         timeout: Duration,
     ) -> Result<Value> {
         let index = self.pick(call.first_key());
-        let (generation, mut conn) = self.connection(index).await?;
         let key = call.first_key();
         let mut wait = redis::cmd("WAIT");
         wait.arg(replicas).arg(
@@ -285,6 +341,21 @@ impl Commands {
                 .unwrap_or(u64::MAX)
                 .max(1),
         );
+        if self.topology.is_cluster() {
+            let cmds = [call.evalsha_cmd(self.sharded), wait];
+            let replies = self
+                .cluster_run(index, key, &cmds, Some(call.script()))
+                .await?;
+            let mut replies = replies.into_iter().map(Value::extract_error);
+            let (Some(reply), Some(acknowledged)) = (replies.next(), replies.next()) else {
+                return Err(Error::UnexpectedReply { what: "WAIT" });
+            };
+            let reply = reply.map_err(|e| Error::from_redis(e, key))?;
+            return self.acknowledged(key, reply, acknowledged, replicas, timeout, |e| {
+                Error::from_redis(e, key)
+            });
+        }
+        let (generation, mut conn) = self.connection(index).await?;
         let mut replies = Vec::new();
         for reload in [false, true] {
             let mut pipe = redis::pipe();
@@ -293,9 +364,9 @@ impl Commands {
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
                 crate::telemetry::round_trip();
-                pipe.add_command(call.script().load_cmd());
+                pipe.add_command(call.script().load_cmd(false));
             }
-            pipe.add_command(call.evalsha_cmd())
+            pipe.add_command(call.evalsha_cmd(false))
                 .add_command(wait.clone());
             replies = pipe
                 .query_async::<Vec<redis::RedisResult<Value>>>(&mut conn)
@@ -316,10 +387,25 @@ impl Commands {
             return Err(Error::UnexpectedReply { what: "WAIT" });
         };
         let reply = reply.map_err(|e| self.map_error(e, key, index, generation))?;
+        self.acknowledged(key, reply, acknowledged, replicas, timeout, |e| {
+            self.map_error(e, key, index, generation)
+        })
+    }
+
+    /// The reply of an acknowledged acquisition, or [`Error::NotReplicated`].
+    fn acknowledged(
+        &self,
+        key: &str,
+        reply: Value,
+        acknowledged: redis::RedisResult<Value>,
+        replicas: u32,
+        timeout: Duration,
+        map_error: impl FnOnce(RedisError) -> Error,
+    ) -> Result<Value> {
         let acknowledged = match acknowledged {
             Ok(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
             Ok(_) => return Err(Error::UnexpectedReply { what: "WAIT" }),
-            Err(e) => return Err(self.map_error(e, key, index, generation)),
+            Err(e) => return Err(map_error(e)),
         };
         if acknowledged < replicas {
             tracing::warn!(
@@ -345,14 +431,18 @@ impl Commands {
         if calls.is_empty() {
             return Ok(Vec::new());
         }
+        if self.topology.is_cluster() {
+            return Box::pin(self.cluster_batch(calls)).await;
+        }
         let index = self.pick("");
         let (generation, mut conn) = self.connection(index).await?;
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for call in calls {
-            pipe.add_command(call.evalsha_cmd());
+            pipe.add_command(call.evalsha_cmd(false));
         }
         let first_key = calls[0].first_key();
+        self.batch_pipelines.fetch_add(1, Ordering::Relaxed);
         let mut replies: Vec<redis::RedisResult<Value>> = pipe
             .query_async(&mut conn)
             .await
@@ -391,13 +481,139 @@ impl Commands {
         }
         let index = self.pick("");
         let (generation, mut conn) = self.connection(index).await?;
+        if let Some(cluster) = conn.as_cluster() {
+            return cluster::load_everywhere(cluster, scripts, self.sharded)
+                .await
+                .map_err(|e| self.map_error(e, "", index, generation));
+        }
         let mut pipe = redis::pipe();
         for script in scripts {
-            pipe.add_command(script.load_cmd()).ignore();
+            pipe.add_command(script.load_cmd(false)).ignore();
         }
         pipe.query_async::<()>(&mut conn)
             .await
             .map_err(|e| self.map_error(e, "", index, generation))
+    }
+}
+
+/// The cluster path.
+impl Commands {
+    /// Runs `cmds` on the primary of `key`'s slot, following redirections (see
+    /// [`cluster::run`]); each command's reply.
+    async fn cluster_run(
+        &self,
+        index: usize,
+        key: &str,
+        cmds: &[redis::Cmd],
+        script: Option<&'static crate::script::LuaScript>,
+    ) -> Result<Vec<Value>> {
+        let (generation, mut conn) = self.connection(index).await?;
+        let Some(cluster) = conn.as_cluster() else {
+            return Err(Error::Closed);
+        };
+        let redirections = &self.redirections;
+        let topology = &self.topology;
+        let on_redirect = || {
+            redirections.fetch_add(1, Ordering::Relaxed);
+            topology.set_slot_map(None);
+        };
+        let outcome = cluster::run(
+            cluster,
+            key,
+            cmds,
+            script.map(|s| (s, self.sharded)),
+            self.response_timeout,
+            &on_redirect,
+        )
+        .await;
+        outcome.map_err(|e| self.map_error(e, key, index, generation))
+    }
+
+    /// One script call on a cluster.
+    async fn cluster_eval(&self, call: &ScriptCall) -> Result<Value> {
+        let key = call.first_key();
+        let index = self.pick(key);
+        let mut replies = self
+            .cluster_run(
+                index,
+                key,
+                &[call.evalsha_cmd(self.sharded)],
+                Some(call.script()),
+            )
+            .await?;
+        replies
+            .pop()
+            .ok_or(Error::UnexpectedReply {
+                what: call.script().name(),
+            })?
+            .extract_error()
+            .map_err(|e| Error::from_redis(e, key))
+    }
+
+    /// Idempotent calls on a cluster: one pipeline per primary (see [`cluster::run_batch`]).
+    async fn cluster_batch(&self, calls: &[ScriptCall]) -> Result<Vec<Result<Value>>> {
+        let index = self.pick("");
+        let (generation, mut conn) = self.connection(index).await?;
+        let Some(cluster) = conn.as_cluster() else {
+            return Err(Error::Closed);
+        };
+        let map = match self.topology.slot_map() {
+            Some(map) => map,
+            None => {
+                crate::telemetry::round_trip();
+                let map = cluster::slot_map(cluster)
+                    .await
+                    .map_err(|e| self.map_error(e, "", index, generation))?;
+                self.topology.set_slot_map(Some(map.clone()));
+                map
+            }
+        };
+        let calls: Vec<(String, redis::Cmd, &'static crate::script::LuaScript)> = calls
+            .iter()
+            .map(|call| {
+                (
+                    call.first_key().to_owned(),
+                    call.evalsha_cmd(self.sharded),
+                    call.script(),
+                )
+            })
+            .collect();
+        let redirections = &self.redirections;
+        let topology = &self.topology;
+        let on_redirect = || {
+            redirections.fetch_add(1, Ordering::Relaxed);
+            topology.set_slot_map(None);
+        };
+        let replies = cluster::run_batch(
+            cluster,
+            &map,
+            &calls,
+            self.sharded,
+            self.response_timeout,
+            &on_redirect,
+            &self.batch_pipelines,
+        )
+        .await;
+        Ok(replies
+            .into_iter()
+            .zip(&calls)
+            .map(|(reply, (key, _, _))| {
+                reply.map_err(|e| self.map_error(e, key, index, generation))
+            })
+            .collect())
+    }
+
+    /// On a cluster, the hash slot of `key` (calls that share one may be batched); `None`
+    /// elsewhere.
+    pub(crate) fn slot_of(&self, key: &str) -> Option<u16> {
+        self.topology
+            .is_cluster()
+            .then(|| cluster::slot(key.as_bytes()))
+    }
+
+    /// How many primaries the last slot map named (0 before one was read).
+    pub(crate) fn cluster_nodes(&self) -> usize {
+        self.topology.slot_map().map_or(0, |map| map.nodes().len())
     }
 }
 

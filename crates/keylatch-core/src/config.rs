@@ -111,6 +111,13 @@ pub struct Config {
     /// (default 1 s; less than `response_timeout`). `KEYLATCH_REPLICAS_TIMEOUT`.
     #[cfg_attr(feature = "serde", serde(with = "duration"))]
     pub replicas_timeout: Duration,
+    /// On a Redis Cluster: wake-ups go by sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7),
+    /// as Redisson does there by default, so each goes only to the shard of its lock; with
+    /// `false`, by classic pub/sub, which every node of the cluster relays to every other
+    /// (match Redisson's `shardedSubscriptionMode` when both share locks). Default `true`;
+    /// not used outside a cluster. `KEYLATCH_SHARDED_PUBSUB` (`true`/`false`) in
+    /// [`Config::from_env`].
+    pub sharded_pubsub: bool,
     /// A setting from the environment that did not parse: `validate` reports it.
     #[cfg_attr(feature = "serde", serde(skip))]
     env_problem: Option<(&'static str, &'static str)>,
@@ -141,6 +148,7 @@ impl std::fmt::Debug for Config {
             .field("tls", &self.tls)
             .field("replicas", &self.replicas)
             .field("replicas_timeout", &self.replicas_timeout)
+            .field("sharded_pubsub", &self.sharded_pubsub)
             .finish()
     }
 }
@@ -166,6 +174,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             replicas: 0,
             replicas_timeout: Duration::from_secs(1),
+            sharded_pubsub: true,
             env_problem: None,
         }
     }
@@ -190,6 +199,15 @@ impl Config {
             },
             ..Config::default()
         };
+        if let Some(text) = var("KEYLATCH_SHARDED_PUBSUB") {
+            match text.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => config.sharded_pubsub = true,
+                "false" | "0" | "no" | "off" => config.sharded_pubsub = false,
+                _ => {
+                    config.env_problem = Some(("KEYLATCH_SHARDED_PUBSUB", "not true or false"));
+                }
+            }
+        }
         if let Some(text) = var("KEYLATCH_REPLICAS") {
             match text.trim().parse() {
                 Ok(n) => config.replicas = n,
@@ -350,6 +368,12 @@ impl ConfigBuilder {
     /// The longest [`Client::shutdown`](crate::Client::shutdown) takes (default 5 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.config.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sharded pub/sub on a Redis Cluster (see [`Config::sharded_pubsub`]; default on).
+    pub fn sharded_pubsub(mut self, sharded: bool) -> Self {
+        self.config.sharded_pubsub = sharded;
         self
     }
 

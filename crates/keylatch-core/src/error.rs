@@ -109,6 +109,20 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A `redis+cluster://` URL is malformed. Nothing was sent.
+    #[error("invalid cluster url {url:?}: {reason}")]
+    InvalidClusterUrl {
+        /// The URL (without password) that was given.
+        url: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Redis Cluster could not serve the command's slot for now (`CLUSTERDOWN`, `TRYAGAIN`
+    /// during a slot migration, `MASTERDOWN`), or its redirections did not settle, after
+    /// retries with back-off within the response timeout. The command did not run; a wait
+    /// tries again within its budget.
+    #[error("redis cluster cannot serve the slot now; the command did not run")]
+    ClusterUnavailable(#[source] RedisError),
     /// A TLS file (CA, certificate or key) could not be read.
     #[error("cannot read the TLS file {path:?} ({field})")]
     TlsFile {
@@ -242,7 +256,11 @@ impl Error {
     /// True when trying again soon may succeed: an ambiguous outcome, a server that could not
     /// be reached (restarting, or a primary being replaced), or a node that is a replica now.
     pub fn is_transient(&self) -> bool {
-        self.is_ambiguous() || matches!(self, Error::Connect { .. } | Error::ReadOnly(_))
+        self.is_ambiguous()
+            || matches!(
+                self,
+                Error::Connect { .. } | Error::ReadOnly(_) | Error::ClusterUnavailable(_)
+            )
     }
 }
 

@@ -60,7 +60,7 @@ struct HubShared {
 struct HubState {
     channels: HashMap<String, ChannelState>,
     /// The sink of the current connection, if connected.
-    sink: Option<redis::aio::PubSubSink>,
+    sink: Option<Sink>,
     /// Bumped with every connection change, so a reconcile that ran on a dead connection does
     /// not mark channels as subscribed.
     generation: u64,
@@ -170,6 +170,7 @@ impl PubSubHub {
         topology: Arc<crate::topology::Topology>,
         linger: Duration,
         reconnected: Arc<Notify>,
+        sharded: bool,
     ) -> (PubSubHub, Vec<tokio::task::JoinHandle<()>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(HubShared {
@@ -180,7 +181,16 @@ impl PubSubHub {
             messages: AtomicU64::new(0),
             linger,
         });
-        let reader = tokio::spawn(read_loop(Arc::downgrade(&shared), topology, reconnected));
+        let reader = if topology.is_cluster() {
+            tokio::spawn(cluster_read_loop(
+                Arc::downgrade(&shared),
+                topology,
+                reconnected,
+                sharded,
+            ))
+        } else {
+            tokio::spawn(read_loop(Arc::downgrade(&shared), topology, reconnected))
+        };
         let reconciler = tokio::spawn(reconcile_loop(Arc::downgrade(&shared), rx));
         (PubSubHub { shared }, vec![reader, reconciler])
     }
@@ -389,7 +399,7 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                     let mut subscribed = Vec::new();
                     let mut denied = Vec::new();
                     for name in subscribe {
-                        match sink.subscribe(&name).await {
+                        match sink.subscribe(std::slice::from_ref(&name)).await {
                             Ok(()) => subscribed.push(name),
                             Err(err) if is_noperm(&err) => denied.push(name),
                             Err(_) => return (false, None),
@@ -460,12 +470,77 @@ fn is_noperm(err: &redis::RedisError) -> bool {
     )
 }
 
-fn dispatch(shared: &HubShared, msg: &redis::Msg) {
+fn dispatch(shared: &HubShared, channel: &str, payload: &[u8]) {
     shared.messages.fetch_add(1, Ordering::Relaxed);
-    tracing::trace!(channel = msg.get_channel_name(), "wake-up message");
+    tracing::trace!(channel, "wake-up message");
     let state = shared.state.lock().expect("hub lock");
-    if let Some(channel) = state.channels.get(msg.get_channel_name()) {
-        channel.wake(msg.get_payload_bytes());
+    if let Some(channel) = state.channels.get(channel) {
+        channel.wake(payload);
+    }
+}
+
+/// The sending half of the hub's connection: a pub/sub connection to one server, or a RESP3
+/// cluster connection (redis-rs keeps one connection per node, and sends each subscription
+/// to the node that owns its channel's slot).
+#[derive(Clone)]
+enum Sink {
+    Classic(redis::aio::PubSubSink),
+    Cluster {
+        conn: redis::cluster_async::ClusterConnection,
+        /// `SSUBSCRIBE` rather than `SUBSCRIBE`.
+        sharded: bool,
+    },
+}
+
+impl Sink {
+    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Sink::Classic(sink) => sink.subscribe(channels).await,
+            Sink::Cluster { conn, sharded } => {
+                // One command per channel: channels of different slots live on different
+                // nodes (and a sharded one must name channels of one slot).
+                let sharded = *sharded;
+                let calls = channels.iter().map(|channel| {
+                    let mut conn = conn.clone();
+                    async move {
+                        if sharded {
+                            conn.ssubscribe(channel).await
+                        } else {
+                            conn.subscribe(channel).await
+                        }
+                    }
+                });
+                futures_util::future::join_all(calls)
+                    .await
+                    .into_iter()
+                    .collect::<redis::RedisResult<Vec<()>>>()
+                    .map(|_| ())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Sink::Classic(sink) => sink.unsubscribe(channels).await,
+            Sink::Cluster { conn, sharded } => {
+                let sharded = *sharded;
+                let calls = channels.iter().map(|channel| {
+                    let mut conn = conn.clone();
+                    async move {
+                        if sharded {
+                            conn.sunsubscribe(channel).await
+                        } else {
+                            conn.unsubscribe(channel).await
+                        }
+                    }
+                });
+                futures_util::future::join_all(calls)
+                    .await
+                    .into_iter()
+                    .collect::<redis::RedisResult<Vec<()>>>()
+                    .map(|_| ())
+            }
+        }
     }
 }
 
@@ -477,7 +552,7 @@ fn wake_everyone(shared: &HubShared) {
 }
 
 /// A new connection (or none): nothing is subscribed on it yet.
-fn switch_connection(shared: &HubShared, sink: Option<redis::aio::PubSubSink>) {
+fn switch_connection(shared: &HubShared, sink: Option<Sink>) {
     let mut state = shared.state.lock().expect("hub lock");
     state.generation += 1;
     state.sink = sink;
@@ -511,7 +586,7 @@ async fn read_loop(
             continue;
         };
         let (sink, mut stream) = pubsub.split();
-        switch_connection(&hub, Some(sink));
+        switch_connection(&hub, Some(Sink::Classic(sink)));
         // Resubscribe every channel in use before telling waiters to re-check.
         let (tx, rx) = oneshot::channel();
         if hub.commands.send(HubCommand(Some(tx))).is_ok() {
@@ -535,7 +610,7 @@ async fn read_loop(
                 msg = stream.next() => {
                     let Some(msg) = msg else { break };
                     let Some(hub) = shared.upgrade() else { return };
-                    dispatch(&hub, &msg);
+                    dispatch(&hub, msg.get_channel_name(), msg.get_payload_bytes());
                 }
                 // The primary moved: subscribe on the new one.
                 _ = moves.changed() => break,
@@ -546,6 +621,110 @@ async fn read_loop(
         switch_connection(&hub, None);
         // Wake everyone: messages may have been lost while the connection was down.
         wake_everyone(&hub);
+    }
+}
+
+/// The hub's loop on a Redis Cluster: one RESP3 cluster connection whose pushes (messages, and
+/// the server's own unsubscriptions) arrive on a channel. redis-rs moves subscriptions to a
+/// slot's new owner when it refreshes its slot map and resubscribes a node it reconnects to;
+/// this loop resubscribes a channel the server dropped by itself (`SUNSUBSCRIBE` after its
+/// slot migrated) and wakes that channel's waiters, and wakes everyone when a node's
+/// connection dropped (messages may have been lost).
+async fn cluster_read_loop(
+    shared: std::sync::Weak<HubShared>,
+    topology: Arc<crate::topology::Topology>,
+    reconnected: Arc<Notify>,
+    sharded: bool,
+) {
+    let connect_timeout = topology.connect_timeout();
+    let reconnecting = crate::Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
+    let mut backoff = reconnecting;
+    let mut first = true;
+    loop {
+        let (tx, mut pushes) = mpsc::unbounded_channel();
+        let connection = topology.cluster_subscriber(tx).await;
+        let Some(hub) = shared.upgrade() else { return };
+        let conn = match connection {
+            Ok(conn) => conn,
+            Err(err) => {
+                tracing::debug!(error = %err, "pub/sub: cannot connect to the cluster");
+                drop(hub);
+                backoff.wait().await;
+                continue;
+            }
+        };
+        switch_connection(&hub, Some(Sink::Cluster { conn, sharded }));
+        let (ack, acked) = oneshot::channel();
+        if hub.commands.send(HubCommand(Some(ack))).is_ok() {
+            let _ = tokio::time::timeout(connect_timeout, acked).await;
+        }
+        backoff = reconnecting;
+        hub.connected.store(true, Ordering::Relaxed);
+        if !first {
+            hub.reconnects.fetch_add(1, Ordering::Relaxed);
+            wake_everyone(&hub);
+            reconnected.notify_one();
+        }
+        first = false;
+        drop(hub);
+        while let Some(push) = pushes.recv().await {
+            let Some(hub) = shared.upgrade() else { return };
+            on_push(&hub, push, &reconnected);
+        }
+        // The cluster connection is gone (every sender dropped): connect anew.
+        let Some(hub) = shared.upgrade() else { return };
+        hub.connected.store(false, Ordering::Relaxed);
+        switch_connection(&hub, None);
+        wake_everyone(&hub);
+    }
+}
+
+/// One push from a cluster node.
+fn on_push(hub: &HubShared, push: redis::PushInfo, reconnected: &Notify) {
+    use redis::PushKind;
+    let text = |value: Option<&redis::Value>| match value {
+        Some(redis::Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+        Some(redis::Value::SimpleString(text)) => Some(text.clone()),
+        _ => None,
+    };
+    match push.kind {
+        PushKind::Message | PushKind::SMessage => {
+            let payload = match push.data.get(1) {
+                Some(redis::Value::BulkString(bytes)) => bytes.as_slice(),
+                _ => &[],
+            };
+            if let Some(channel) = text(push.data.first()) {
+                dispatch(hub, &channel, payload);
+            }
+        }
+        PushKind::SUnsubscribe | PushKind::Unsubscribe => {
+            let Some(name) = text(push.data.first()) else {
+                return;
+            };
+            let mut state = hub.state.lock().expect("hub lock");
+            let Some(channel) = state.channels.get_mut(&name) else {
+                return;
+            };
+            if channel.unsubscribing || !channel.subscribed || channel.refs == 0 {
+                // The confirmation of the hub's own unsubscription.
+                return;
+            }
+            // The server dropped the subscription by itself: the channel's slot moved to
+            // another node. Subscribe again (on the new owner) and let its waiters re-check.
+            channel.subscribed = false;
+            channel.notify.notify_waiters();
+            drop(state);
+            hub.reconnects.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(channel = %name, "pub/sub: the server dropped a subscription (its slot moved); subscribing again");
+            let _ = hub.commands.send(HubCommand(None));
+        }
+        PushKind::Disconnection => {
+            // A node's connection dropped; redis-rs reconnects it and resubscribes.
+            hub.reconnects.fetch_add(1, Ordering::Relaxed);
+            wake_everyone(hub);
+            reconnected.notify_one();
+        }
+        _ => {}
     }
 }
 

@@ -32,8 +32,10 @@
 
 mod backoff;
 mod client;
+mod cluster;
 mod commands;
 mod config;
+mod connection;
 mod error;
 mod guard;
 mod hub;
@@ -51,6 +53,7 @@ mod watchdog;
 pub use backoff::Backoff;
 pub use client::{Acquisition, Client, ClientStats};
 pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
+pub use connection::Connection;
 pub use error::{Error, Result};
 pub use guard::{LockGuard, UndoGuard};
 pub use hub::{PubSubHub, Subscription, WakeMode};

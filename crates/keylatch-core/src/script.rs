@@ -35,6 +35,8 @@ pub struct LuaScript {
     /// The source Redis runs: `header`, `prelude`, then `source`.
     full: OnceLock<String>,
     hash: OnceLock<String>,
+    /// The variant for sharded pub/sub (Redis Cluster): `spublish` for `publish`, and its hash.
+    sharded: OnceLock<(String, String)>,
     acquires: bool,
 }
 
@@ -84,6 +86,7 @@ impl LuaScript {
             source,
             full: OnceLock::new(),
             hash: OnceLock::new(),
+            sharded: OnceLock::new(),
             acquires: false,
         }
     }
@@ -117,6 +120,29 @@ impl LuaScript {
             .get_or_init(|| redis::Script::new(self.source()).get_hash().to_owned())
     }
 
+    /// The variant Redis runs on a cluster with sharded pub/sub: every
+    /// `redis.call('publish', …)` becomes `redis.call('spublish', …)`, so a wake-up reaches the
+    /// subscribers of the channel's shard (channels share their lock's hash slot). Its source
+    /// and its SHA1.
+    fn sharded(&self) -> &(String, String) {
+        self.sharded.get_or_init(|| {
+            let source = self
+                .source()
+                .replace("redis.call('publish',", "redis.call('spublish',");
+            let hash = redis::Script::new(&source).get_hash().to_owned();
+            (source, hash)
+        })
+    }
+
+    /// The SHA1 of the variant in use: sharded (see above) or not.
+    pub(crate) fn hash_for(&self, sharded: bool) -> &str {
+        if sharded {
+            &self.sharded().1
+        } else {
+            self.hash()
+        }
+    }
+
     /// Starts a call of this script.
     pub fn call(&'static self) -> ScriptCall {
         ScriptCall {
@@ -126,9 +152,13 @@ impl LuaScript {
         }
     }
 
-    pub(crate) fn load_cmd(&self) -> redis::Cmd {
+    pub(crate) fn load_cmd(&self, sharded: bool) -> redis::Cmd {
         let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(self.source());
+        if sharded {
+            cmd.arg("LOAD").arg(&self.sharded().0);
+        } else {
+            cmd.arg("LOAD").arg(self.source());
+        }
         cmd
     }
 }
@@ -175,9 +205,10 @@ impl ScriptCall {
         self.keys.first().map_or("", String::as_str)
     }
 
-    pub(crate) fn evalsha_cmd(&self) -> redis::Cmd {
+    /// The `EVALSHA` of this call, of the sharded variant or not.
+    pub(crate) fn evalsha_cmd(&self, sharded: bool) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.hash()).arg(self.keys.len());
+        cmd.arg(self.script.hash_for(sharded)).arg(self.keys.len());
         for key in &self.keys {
             cmd.arg(key);
         }

@@ -3,18 +3,21 @@
 //! for connections and learn from it when the primary may have changed; the primitives never
 //! see which topology runs.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_redis::redis::{
-    self, AsyncConnectionConfig, RedisError, aio::MultiplexedConnection, aio::PubSub,
-    sentinel::SentinelClient,
+    self, AsyncConnectionConfig, RedisError, aio::PubSub, cluster::ClusterClient,
+    cluster_async::ClusterConnection, sentinel::SentinelClient,
 };
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
+use crate::cluster::SlotMap;
+use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::transport::ClusterSettings;
 
 /// One of the topologies, and the moves of its primary.
 pub(crate) struct Topology {
@@ -45,11 +48,20 @@ enum Kind {
         primary: Mutex<Option<redis::Client>>,
         service: String,
     },
+    /// A Redis Cluster: every command goes to the node that owns its key's slot.
+    Cluster {
+        settings: Box<ClusterSettings>,
+        /// The client for commands (redis-rs's automatic retries off).
+        client: ClusterClient,
+        /// Which node serves which slots, as last read (`CLUSTER SLOTS`); `None` until read,
+        /// and again after a redirection showed it stale.
+        slots: Mutex<Option<Arc<SlotMap>>>,
+    },
 }
 
 /// A command connection, and the pool entry it came from (dropped with it).
 pub(crate) struct CommandConnection {
-    pub(crate) conn: MultiplexedConnection,
+    pub(crate) conn: Connection,
     pub(crate) pooled: Option<deadpool_redis::Connection>,
 }
 
@@ -100,6 +112,73 @@ impl Topology {
         )
     }
 
+    /// A Redis Cluster, reached through `settings`' seed nodes.
+    pub(crate) fn cluster(
+        settings: ClusterSettings,
+        config: &crate::Config,
+        shown: String,
+    ) -> Result<Self> {
+        let client = settings.client(None).map_err(|source| Error::InvalidUrl {
+            url: shown.clone(),
+            source,
+        })?;
+        Ok(Topology::new(
+            Kind::Cluster {
+                settings: Box::new(settings),
+                client,
+                slots: Mutex::new(None),
+            },
+            config,
+            shown,
+        ))
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster { .. })
+    }
+
+    /// The slot map last read, if any.
+    pub(crate) fn slot_map(&self) -> Option<Arc<SlotMap>> {
+        match &self.kind {
+            Kind::Cluster { slots, .. } => slots.lock().expect("slots lock").clone(),
+            _ => None,
+        }
+    }
+
+    /// Keeps `map` as the slot map (or forgets it, with `None`).
+    pub(crate) fn set_slot_map(&self, map: Option<Arc<SlotMap>>) {
+        if let Kind::Cluster { slots, .. } = &self.kind {
+            *slots.lock().expect("slots lock") = map;
+        }
+    }
+
+    /// On a cluster: a new cluster connection that speaks RESP3 and delivers its pushes
+    /// (messages, and the server's own `SUNSUBSCRIBE` after a slot moved) to `push`. redis-rs
+    /// keeps one connection per node and moves subscriptions to a slot's new owner when it
+    /// refreshes its slot map.
+    pub(crate) async fn cluster_subscriber(
+        &self,
+        push: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> Result<ClusterConnection> {
+        let Kind::Cluster { settings, .. } = &self.kind else {
+            return Err(Error::Closed);
+        };
+        let client = settings
+            .client(Some(push))
+            .map_err(|source| Error::InvalidUrl {
+                url: self.shown.clone(),
+                source,
+            })?;
+        match tokio::time::timeout(self.connect_timeout, client.get_async_connection()).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(err)) => Err(self.connect_error(err)),
+            Err(_) => Err(Error::Timeout {
+                after: self.connect_timeout,
+            }),
+        }
+    }
+
     /// How long a connection may take to open.
     pub(crate) fn connect_timeout(&self) -> Duration {
         self.connect_timeout
@@ -147,6 +226,7 @@ impl Topology {
         match &self.kind {
             Kind::Single(client) => Ok(client.clone()),
             Kind::Pool { pubsub, .. } => Ok(pubsub.clone()),
+            Kind::Cluster { .. } => Err(Error::Closed),
             Kind::Sentinel {
                 resolver,
                 primary,
@@ -178,7 +258,7 @@ impl Topology {
         if let Kind::Pool { pool, .. } = &self.kind {
             let pooled = pool.get().await.map_err(|err| self.pool_error(err))?;
             return Ok(CommandConnection {
-                conn: (*pooled).clone(),
+                conn: Connection::single((*pooled).clone()),
                 pooled: Some(pooled),
             });
         }
@@ -186,18 +266,29 @@ impl Topology {
         Ok(CommandConnection { conn, pooled: None })
     }
 
-    /// A new multiplexed connection of its own to the current primary.
-    pub(crate) async fn open(&self) -> Result<MultiplexedConnection> {
+    /// A new connection of its own: to the current primary, or to the cluster.
+    pub(crate) async fn open(&self) -> Result<Connection> {
         if let Kind::Pool { pool, .. } = &self.kind {
             let pooled = pool.get().await.map_err(|err| self.pool_error(err))?;
-            return Ok(deadpool_redis::Connection::take(pooled));
+            return Ok(Connection::single(deadpool_redis::Connection::take(pooled)));
+        }
+        if let Kind::Cluster { client, .. } = &self.kind {
+            return match tokio::time::timeout(self.connect_timeout, client.get_async_connection())
+                .await
+            {
+                Ok(Ok(conn)) => Ok(Connection::cluster(conn)),
+                Ok(Err(err)) => Err(self.connect_error(err)),
+                Err(_) => Err(Error::Timeout {
+                    after: self.connect_timeout,
+                }),
+            };
         }
         let client = self.primary().await?;
         match client
             .get_multiplexed_async_connection_with_config(&self.connection_config)
             .await
         {
-            Ok(conn) => Ok(conn),
+            Ok(conn) => Ok(Connection::single(conn)),
             Err(err) => {
                 self.connection_failed();
                 Err(self.connect_error(err))
@@ -340,6 +431,7 @@ impl std::fmt::Debug for Topology {
             Kind::Single(_) => "single",
             Kind::Pool { .. } => "pool",
             Kind::Sentinel { .. } => "sentinel",
+            Kind::Cluster { .. } => "cluster",
         };
         f.debug_struct("Topology")
             .field("kind", &kind)

@@ -15,6 +15,8 @@ use crate::redact::redact_url;
 
 /// The default port of a Sentinel.
 const SENTINEL_PORT: u16 = 26379;
+/// The default port of a Redis server.
+const REDIS_PORT: u16 = 6379;
 
 /// TLS settings, used for `rediss://` and `rediss+sentinel://` URLs.
 ///
@@ -91,6 +93,28 @@ pub(crate) enum Endpoint {
     Single,
     /// A primary found through Sentinel: `redis+sentinel://` or `rediss+sentinel://`.
     Sentinel(SentinelUrl),
+    /// A Redis Cluster, from seed nodes: `redis+cluster://` or `rediss+cluster://`.
+    Cluster(ClusterUrl),
+}
+
+/// A parsed `redis[s]+cluster://[user:password@]host:port[,host:port…]` URL.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct ClusterUrl {
+    pub(crate) tls: bool,
+    pub(crate) nodes: Vec<(String, u16)>,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+}
+
+impl std::fmt::Debug for ClusterUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterUrl")
+            .field("tls", &self.tls)
+            .field("nodes", &self.nodes)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 /// A parsed `redis[s]+sentinel://[user:password@]host:port[,host:port…]/service[/db]` URL.
@@ -120,15 +144,27 @@ impl std::fmt::Debug for SentinelUrl {
 impl Endpoint {
     /// Parses the configured URL's shape (a single server's URL is checked by redis-rs).
     pub(crate) fn parse(url: &str) -> Result<Endpoint> {
-        let invalid = |reason: &'static str| Error::InvalidSentinelUrl {
-            url: redact_url(url),
-            reason,
-        };
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-        let tls = match scheme.to_ascii_lowercase().as_str() {
-            "redis+sentinel" => false,
-            "rediss+sentinel" => true,
+        let scheme = scheme.to_ascii_lowercase();
+        let (tls, cluster) = match scheme.as_str() {
+            "redis+sentinel" => (false, false),
+            "rediss+sentinel" => (true, false),
+            "redis+cluster" => (false, true),
+            "rediss+cluster" => (true, true),
             _ => return Ok(Endpoint::Single),
+        };
+        let invalid = |reason: &'static str| {
+            if cluster {
+                Error::InvalidClusterUrl {
+                    url: redact_url(url),
+                    reason,
+                }
+            } else {
+                Error::InvalidSentinelUrl {
+                    url: redact_url(url),
+                    reason,
+                }
+            }
         };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let (userinfo, hosts) = match authority.rsplit_once('@') {
@@ -150,10 +186,11 @@ impl Endpoint {
                 (user, pass)
             }
         };
-        let mut sentinels = Vec::new();
+        let default_port = if cluster { REDIS_PORT } else { SENTINEL_PORT };
+        let mut addresses = Vec::new();
         for host in hosts.split(',').map(str::trim) {
             if host.is_empty() {
-                return Err(invalid("an empty sentinel address"));
+                return Err(invalid("an empty node address"));
             }
             let (name, port) = match host.rsplit_once(':') {
                 Some((name, port)) if !name.ends_with(':') || name.starts_with('[') => (
@@ -161,20 +198,31 @@ impl Endpoint {
                     port.parse::<u16>()
                         .ok()
                         .filter(|p| *p != 0)
-                        .ok_or_else(|| {
-                            invalid("a sentinel port is not a number from 1 to 65535")
-                        })?,
+                        .ok_or_else(|| invalid("a port is not a number from 1 to 65535"))?,
                 ),
-                _ => (host, SENTINEL_PORT),
+                _ => (host, default_port),
             };
             let name = name.trim_start_matches('[').trim_end_matches(']');
             if name.is_empty() {
-                return Err(invalid("a sentinel address has no host"));
+                return Err(invalid("an address has no host"));
             }
-            sentinels.push((name.to_owned(), port));
+            addresses.push((name.to_owned(), port));
         }
         let path = path.split(['?', '#']).next().unwrap_or("");
         let mut parts = path.split('/').filter(|p| !p.is_empty());
+        if cluster {
+            if parts.next().is_some() {
+                return Err(invalid(
+                    "a cluster URL has no path (a cluster has only database 0)",
+                ));
+            }
+            return Ok(Endpoint::Cluster(ClusterUrl {
+                tls,
+                nodes: addresses,
+                username,
+                password,
+            }));
+        }
         let service = parts
             .next()
             .ok_or_else(|| invalid("the service name is missing (…/<service-name>)"))?
@@ -192,7 +240,7 @@ impl Endpoint {
         }
         Ok(Endpoint::Sentinel(SentinelUrl {
             tls,
-            sentinels,
+            sentinels: addresses,
             service,
             db,
             username,
@@ -336,6 +384,177 @@ pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<Sent
         }
     }
     builder.build().map_err(invalid)
+}
+
+/// What it takes to build redis-rs cluster clients: seed nodes, credentials, TLS and timeouts.
+/// The command path and the pub/sub hub each build their own client from it.
+pub(crate) struct ClusterSettings {
+    seeds: Vec<ConnectionInfo>,
+    username: Option<String>,
+    password: Option<String>,
+    tls: Option<redis::TlsMode>,
+    certificates: Option<redis::TlsCertificates>,
+    connect_timeout: std::time::Duration,
+    response_timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for ClusterSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSettings")
+            .field("seeds", &self.seeds.len())
+            .field("username", &self.username)
+            .field("tls", &self.tls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterSettings {
+    /// The settings for `url`'s seed nodes.
+    pub(crate) fn from_url(config: &Config, url: &ClusterUrl) -> Result<ClusterSettings> {
+        let shown = redact_url(&config.url);
+        if !url.tls && (config.tls.has_files() || config.tls.insecure) {
+            return Err(Error::InvalidConfig {
+                field: "tls",
+                reason: "TLS settings need a rediss+cluster:// URL",
+            });
+        }
+        let tls = url.tls.then(|| {
+            if config.tls.insecure {
+                warn_insecure(&shown);
+                redis::TlsMode::Insecure
+            } else {
+                redis::TlsMode::Secure
+            }
+        });
+        let username = config.username.clone().or_else(|| url.username.clone());
+        let password = config.password.clone().or_else(|| url.password.clone());
+        let settings = redis_settings(
+            RedisConnectionInfo::default(),
+            username.as_deref(),
+            password.as_deref(),
+        );
+        let seeds = url
+            .nodes
+            .iter()
+            .map(|(host, port)| {
+                let addr = match tls {
+                    None => ConnectionAddr::Tcp(host.clone(), *port),
+                    Some(mode) => ConnectionAddr::TcpTls {
+                        host: host.clone(),
+                        port: *port,
+                        insecure: mode == redis::TlsMode::Insecure,
+                        tls_params: None,
+                    },
+                };
+                addr.into_connection_info()
+                    .map(|info| info.set_redis_settings(settings.clone()))
+            })
+            .collect::<redis::RedisResult<Vec<_>>>()
+            .map_err(|source| Error::InvalidUrl {
+                url: shown.clone(),
+                source,
+            })?;
+        ClusterSettings::new(config, seeds, username, password, tls)
+    }
+
+    /// The settings for a cluster found behind a single server's URL (its node is the seed).
+    pub(crate) fn from_node(config: &Config) -> Result<ClusterSettings> {
+        let shown = redact_url(&config.url);
+        let info: ConnectionInfo =
+            config
+                .url
+                .as_str()
+                .into_connection_info()
+                .map_err(|source| Error::InvalidUrl {
+                    url: shown.clone(),
+                    source,
+                })?;
+        let username = config
+            .username
+            .clone()
+            .or_else(|| info.redis_settings().username().map(str::to_owned));
+        let password = config
+            .password
+            .clone()
+            .or_else(|| info.redis_settings().password().map(str::to_owned));
+        let mut addr = info.addr().clone();
+        let tls = match &mut addr {
+            ConnectionAddr::TcpTls { insecure, .. } => {
+                *insecure |= config.tls.insecure;
+                Some(if *insecure {
+                    redis::TlsMode::Insecure
+                } else {
+                    redis::TlsMode::Secure
+                })
+            }
+            _ => None,
+        };
+        let settings = redis_settings(
+            info.redis_settings().clone(),
+            username.as_deref(),
+            password.as_deref(),
+        );
+        let info = info.set_addr(addr).set_redis_settings(settings);
+        ClusterSettings::new(config, vec![info], username, password, tls)
+    }
+
+    fn new(
+        config: &Config,
+        seeds: Vec<ConnectionInfo>,
+        username: Option<String>,
+        password: Option<String>,
+        tls: Option<redis::TlsMode>,
+    ) -> Result<ClusterSettings> {
+        if tls.is_some() {
+            install_crypto_provider();
+        }
+        Ok(ClusterSettings {
+            seeds,
+            username,
+            password,
+            tls,
+            certificates: if tls.is_some() {
+                config.tls.certificates()?
+            } else {
+                None
+            },
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+        })
+    }
+
+    /// A redis-rs cluster client. For commands (`push` is `None`), with its automatic
+    /// retries off: a script must never run twice because a retry layer could not tell whether
+    /// it ran, so keylatch handles the cluster's redirections itself. For pub/sub, speaking
+    /// RESP3 and delivering pushes to `push`, with the default retries (subscribing is
+    /// idempotent).
+    pub(crate) fn client(
+        &self,
+        push: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+    ) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        let mut builder = redis::cluster::ClusterClientBuilder::new(self.seeds.clone())
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.response_timeout);
+        if let Some(username) = &self.username {
+            builder = builder.username(username);
+        }
+        if let Some(password) = &self.password {
+            builder = builder.password(password);
+        }
+        if let Some(tls) = self.tls {
+            builder = builder.tls(tls);
+            if let Some(certificates) = &self.certificates {
+                builder = builder.certs(certificates.clone());
+            }
+        }
+        builder = match push {
+            None => builder.retries(0),
+            Some(push) => builder
+                .use_protocol(redis::ProtocolVersion::RESP3)
+                .push_sender(push),
+        };
+        builder.build()
+    }
 }
 
 /// Whether `err` (or a cause of it) is a failed TLS certificate verification.

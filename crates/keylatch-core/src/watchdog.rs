@@ -462,6 +462,8 @@ async fn tick(shared: &Shared, commands: &Commands) {
     let now = Instant::now();
     // Group the watched holds by script and lease; expire the ones past their deadline.
     let mut groups: Vec<(&'static LuaScript, Duration, Vec<Pending>)> = Vec::new();
+    // On a cluster, one call's keys must share a slot: each group's slot.
+    let mut slots: Vec<Option<u16>> = Vec::new();
     {
         let mut holds = shared.holds.lock().expect("watchdog lock");
         holds.retain(|key, entry| {
@@ -487,11 +489,21 @@ async fn tick(shared: &Shared, commands: &Commands) {
                 id: entry.id,
                 lease: entry.lease,
             };
-            match groups.iter_mut().find(|(s, l, batch)| {
-                std::ptr::eq(*s, script) && *l == entry.lease && batch.len() < RENEWAL_BATCH
-            }) {
-                Some((_, _, batch)) => batch.push(pending),
-                None => groups.push((script, entry.lease, vec![pending])),
+            let slot = commands.slot_of(&pending.key.key);
+            match groups
+                .iter_mut()
+                .zip(&slots)
+                .find(|((s, l, batch), group_slot)| {
+                    std::ptr::eq(*s, script)
+                        && *l == entry.lease
+                        && batch.len() < RENEWAL_BATCH
+                        && **group_slot == slot
+                }) {
+                Some(((_, _, batch), _)) => batch.push(pending),
+                None => {
+                    groups.push((script, entry.lease, vec![pending]));
+                    slots.push(slot);
+                }
             }
         }
     }

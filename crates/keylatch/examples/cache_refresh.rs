@@ -50,7 +50,7 @@ impl Cache {
     /// Reads the whole cache, one key at a time; true if every item matches the version.
     async fn read_consistent(
         &self,
-        redis: &mut keylatch::redis::aio::MultiplexedConnection,
+        redis: &mut keylatch::Connection,
     ) -> Result<bool, keylatch::redis::RedisError> {
         let version: u64 = redis.get(self.version_key()).await?;
         for i in 0..ITEMS {
@@ -66,7 +66,7 @@ impl Cache {
     /// Rebuilds the cache as `version`, pausing between keys.
     async fn rebuild(
         &self,
-        redis: &mut keylatch::redis::aio::MultiplexedConnection,
+        redis: &mut keylatch::Connection,
         version: u64,
     ) -> Result<(), keylatch::redis::RedisError> {
         let _: () = redis.set(self.version_key(), version).await?;

@@ -223,12 +223,14 @@ impl Client {
 
     /// A new connection of its own to the primary, with the client's settings (address, TLS,
     /// credentials; with Sentinel, the primary of the moment), for the application's own
-    /// commands. It does not follow a failover: open another one after an error.
+    /// commands. On a Redis Cluster it is a cluster connection, which sends each command to the
+    /// node that owns its key. It does not follow a Sentinel failover: open another one after
+    /// an error.
     ///
     /// # Errors
     /// [`Error::Connect`](crate::Error::Connect), [`Error::Timeout`](crate::Error::Timeout),
     /// [`Error::Auth`](crate::Error::Auth), [`Error::Closed`](crate::Error::Closed).
-    pub async fn connection(&self) -> Result<crate::redis::aio::MultiplexedConnection> {
+    pub async fn connection(&self) -> Result<crate::Connection> {
         self.core.connection().await
     }
 

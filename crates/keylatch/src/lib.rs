@@ -66,8 +66,8 @@ mod client;
 
 pub use client::Client;
 pub use keylatch_core::{
-    AcquireOptions, ClientStats, Config, ConfigBuilder, DEFAULT_URL, DistributedLock, Error,
-    LockGuard, MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, TlsConfig, WatchdogStats,
+    AcquireOptions, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL, DistributedLock,
+    Error, LockGuard, MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, TlsConfig, WatchdogStats,
     deadpool_redis, redis,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
