@@ -142,6 +142,11 @@ impl SlotMap {
         (*first <= slot && slot <= *last).then_some(node)
     }
 
+    /// Whether `other` assigns every slot to the same primary.
+    pub(crate) fn same_as(&self, other: &SlotMap) -> bool {
+        self.ranges == other.ranges
+    }
+
     /// The primaries.
     pub(crate) fn nodes(&self) -> Vec<Node> {
         let mut nodes: Vec<Node> = Vec::new();
@@ -346,7 +351,9 @@ pub(crate) async fn run_batch(
             match outcome {
                 Some(replies) => indices.into_iter().zip(replies).collect::<Vec<_>>(),
                 None => {
-                    // Redirected, or a slot the map does not know: one call at a time.
+                    // Redirected, or a slot the map does not know: one call at a time, and
+                    // the map is read again before the next batch.
+                    on_redirect();
                     let mut replies = Vec::with_capacity(indices.len());
                     for index in indices {
                         pipelines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

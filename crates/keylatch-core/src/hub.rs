@@ -653,6 +653,10 @@ async fn cluster_read_loop(
                 continue;
             }
         };
+        // The slot map this connection starts from: after a node's connection drops, the
+        // loop watches for a new map (a replica promoted) to subscribe afresh.
+        let mut probe = conn.clone();
+        let map = crate::cluster::slot_map(&mut probe).await.ok();
         switch_connection(&hub, Some(Sink::Cluster { conn, sharded }));
         let (ack, acked) = oneshot::channel();
         if hub.commands.send(HubCommand(Some(ack))).is_ok() {
@@ -667,11 +671,40 @@ async fn cluster_read_loop(
         }
         first = false;
         drop(hub);
-        while let Some(push) = pushes.recv().await {
-            let Some(hub) = shared.upgrade() else { return };
-            on_push(&hub, push, &reconnected);
+        // Set when a node's connection dropped: until when to watch the slot map.
+        let mut watching: Option<Instant> = None;
+        loop {
+            let check = tokio::time::sleep(WATCH_EVERY);
+            tokio::select! {
+                push = pushes.recv() => {
+                    let Some(push) = push else { break };
+                    let Some(hub) = shared.upgrade() else { return };
+                    if on_push(&hub, push, &reconnected) {
+                        watching = Some(Instant::now() + WATCH_FOR);
+                    }
+                }
+                () = check, if watching.is_some() => {
+                    if watching.is_some_and(|until| Instant::now() >= until) {
+                        watching = None;
+                        continue;
+                    }
+                    // A primary that died is replaced by its replica: redis-rs's subscriber
+                    // connection does not learn of it until it sends a command there, so a
+                    // new slot map means subscribing afresh on a new connection.
+                    let now = crate::cluster::slot_map(&mut probe).await.ok();
+                    let changed = match (&map, &now) {
+                        (Some(before), Some(now)) => !before.same_as(now),
+                        (None, Some(_)) => true,
+                        _ => false,
+                    };
+                    if changed {
+                        tracing::info!("pub/sub: the cluster's slot map changed; subscribing afresh");
+                        break;
+                    }
+                }
+            }
         }
-        // The cluster connection is gone (every sender dropped): connect anew.
+        // The cluster connection is gone, or the cluster changed: connect anew.
         let Some(hub) = shared.upgrade() else { return };
         hub.connected.store(false, Ordering::Relaxed);
         switch_connection(&hub, None);
@@ -679,8 +712,13 @@ async fn cluster_read_loop(
     }
 }
 
-/// One push from a cluster node.
-fn on_push(hub: &HubShared, push: redis::PushInfo, reconnected: &Notify) {
+/// How often the cluster hub reads the slot map after a node's connection dropped, and for
+/// how long.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+const WATCH_FOR: Duration = Duration::from_secs(60);
+
+/// One push from a cluster node; `true` when a node's connection dropped.
+fn on_push(hub: &HubShared, push: redis::PushInfo, reconnected: &Notify) -> bool {
     use redis::PushKind;
     let text = |value: Option<&redis::Value>| match value {
         Some(redis::Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok().map(str::to_owned),
@@ -696,18 +734,19 @@ fn on_push(hub: &HubShared, push: redis::PushInfo, reconnected: &Notify) {
             if let Some(channel) = text(push.data.first()) {
                 dispatch(hub, &channel, payload);
             }
+            false
         }
         PushKind::SUnsubscribe | PushKind::Unsubscribe => {
             let Some(name) = text(push.data.first()) else {
-                return;
+                return false;
             };
             let mut state = hub.state.lock().expect("hub lock");
             let Some(channel) = state.channels.get_mut(&name) else {
-                return;
+                return false;
             };
             if channel.unsubscribing || !channel.subscribed || channel.refs == 0 {
                 // The confirmation of the hub's own unsubscription.
-                return;
+                return false;
             }
             // The server dropped the subscription by itself: the channel's slot moved to
             // another node. Subscribe again (on the new owner) and let its waiters re-check.
@@ -717,14 +756,17 @@ fn on_push(hub: &HubShared, push: redis::PushInfo, reconnected: &Notify) {
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
             tracing::info!(channel = %name, "pub/sub: the server dropped a subscription (its slot moved); subscribing again");
             let _ = hub.commands.send(HubCommand(None));
+            false
         }
         PushKind::Disconnection => {
-            // A node's connection dropped; redis-rs reconnects it and resubscribes.
+            // A node's connection dropped: redis-rs reconnects it and resubscribes if it comes
+            // back; if a replica replaces it, the read loop sees the new slot map.
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
             wake_everyone(hub);
             reconnected.notify_one();
+            true
         }
-        _ => {}
+        _ => false,
     }
 }
 
