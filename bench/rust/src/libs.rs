@@ -56,6 +56,16 @@ pub enum Lib {
     RawKeylatchScripts(redis::aio::MultiplexedConnection),
     Dlr(Arc<distributed_lock_redis::RedisLockProvider>),
     DlrSemaphore(Arc<distributed_lock_redis::RedisLockProvider>),
+    /// keylatch's RedLock: one client per independent server; each worker's lock is made of
+    /// `client.lock(key)` on every one of them, with a fixed lease.
+    KeylatchRedLock {
+        clients: Arc<[keylatch::Client]>,
+        /// `RedLock::with_retry_delay`, when not the default (200 ms).
+        retry: Option<Duration>,
+        lease: Duration,
+    },
+    /// rslock's `LockManager` over several servers, with the given lease.
+    RslockLease(rslock::LockManager, Duration),
 }
 
 /// redisson-rs's client and how to make a new one: its circuit breaker, once open after pool
@@ -279,6 +289,72 @@ pub async fn variants(url: &str, want: &dyn Fn(&str) -> bool) -> Result<Vec<Vari
     Ok(out)
 }
 
+/// rslock's retry as `set_retry(3, 2 ms)`: a pause of 0 or 1 ms between attempts (its pause
+/// is a whole number of milliseconds below the delay).
+pub const RSLOCK_TUNED_RETRY: Duration = Duration::from_millis(2);
+/// keylatch's RedLock with the same bound on its random pause; the stagger after a release
+/// message is an eighth of it (0.25 ms).
+pub const REDLOCK_TUNED_RETRY: Duration = Duration::from_millis(2);
+
+/// keylatch's RedLock and rslock's `LockManager` over the same `urls`, each at its defaults
+/// and with its retry pause cut to about a millisecond; every lock with `lease`. In the order
+/// the rounds interleave them: keylatch, rslock, keylatch, rslock.
+pub async fn redlock_variants(urls: &[String], lease: Duration) -> Result<Vec<Variant>, String> {
+    let mut clients = Vec::new();
+    for url in urls {
+        clients.push(keylatch::Client::connect(url).await.map_err(err)?);
+    }
+    let clients: Arc<[keylatch::Client]> = clients.into();
+    let mut tuned = rslock::LockManager::new(urls.to_vec());
+    tuned.set_retry(3, RSLOCK_TUNED_RETRY);
+    Ok(vec![
+        Variant {
+            lib: "keylatch",
+            variant: "redlock",
+            label: "keylatch RedLock",
+            kind: Kind::Lock,
+            tuned: None,
+            note: "waits by pub/sub on every server (stagger 0-25 ms after a release), random pause 0-200 ms",
+            imp: Lib::KeylatchRedLock {
+                clients: clients.clone(),
+                retry: None,
+                lease,
+            },
+        },
+        Variant {
+            lib: "rslock",
+            variant: "redlock",
+            label: "rslock LockManager",
+            kind: Kind::Lock,
+            tuned: None,
+            note: "SET NX on every server; retry after a random 0-199 ms, every third retry at once",
+            imp: Lib::RslockLease(rslock::LockManager::new(urls.to_vec()), lease),
+        },
+        Variant {
+            lib: "keylatch",
+            variant: "redlock-tuned",
+            label: "keylatch RedLock (pause 0-2 ms)",
+            kind: Kind::Lock,
+            tuned: Some("with_retry_delay(2 ms): pause 0-2 ms, stagger 0-0.25 ms"),
+            note: "waits by pub/sub on every server",
+            imp: Lib::KeylatchRedLock {
+                clients,
+                retry: Some(REDLOCK_TUNED_RETRY),
+                lease,
+            },
+        },
+        Variant {
+            lib: "rslock",
+            variant: "redlock-tuned",
+            label: "rslock LockManager (retry 0-1 ms)",
+            kind: Kind::Lock,
+            tuned: Some("set_retry(3, 2 ms): retry after 0 or 1 ms"),
+            note: "SET NX on every server",
+            imp: Lib::RslockLease(tuned, lease),
+        },
+    ])
+}
+
 impl Lib {
     /// The same library with fresh client state where a library keeps state that one
     /// scenario's failures would carry into the next (redisson-rs's circuit breaker).
@@ -328,7 +404,30 @@ impl Lib {
             Lib::Rslock(manager) => GuardWorker::boxed(RslockLock {
                 manager: manager.clone(),
                 key: key.to_owned(),
+                lease: LEASE,
             }),
+            Lib::RslockLease(manager, lease) => GuardWorker::boxed(RslockLock {
+                manager: manager.clone(),
+                key: key.to_owned(),
+                lease: *lease,
+            }),
+            Lib::KeylatchRedLock {
+                clients,
+                retry,
+                lease,
+            } => {
+                let parts = clients.iter().map(|client| {
+                    Arc::new(client.lock(key)) as Arc<dyn keylatch::DistributedLock>
+                });
+                let mut lock = keylatch::RedLock::new(parts).map_err(err)?;
+                if let Some(retry) = retry {
+                    lock = lock.with_retry_delay(*retry);
+                }
+                GuardWorker::boxed(RedLockLease {
+                    lock,
+                    lease: *lease,
+                })
+            }
             Lib::Distkit { conn, retry } => {
                 let name =
                     distkit::DistkitRedisKey::try_from(key.replace(':', "_")).map_err(err)?;
@@ -425,7 +524,13 @@ impl Release for keylatch::LockGuard {
 #[async_trait]
 impl Worker for keylatch::Semaphore {
     async fn acquire(&mut self) -> WorkerResult {
-        keylatch::Semaphore::acquire(self).await.map_err(err)
+        // The permit is kept as a count (no release on drop) and given back by
+        // `Semaphore::release`, as before acquire returned a permit guard.
+        keylatch::Semaphore::acquire(self)
+            .await
+            .map_err(err)?
+            .forget();
+        Ok(())
     }
     async fn release(&mut self) -> WorkerResult {
         keylatch::Semaphore::release(self, 1).await.map_err(err)
@@ -512,6 +617,7 @@ const LEASE: Duration = Duration::from_secs(30);
 struct RslockLock {
     manager: rslock::LockManager,
     key: String,
+    lease: Duration,
 }
 
 #[async_trait]
@@ -519,7 +625,7 @@ impl Acquire for RslockLock {
     type Guard = rslock::LockGuard;
     async fn acquire_guard(&self) -> Result<Self::Guard, String> {
         self.manager
-            .acquire(self.key.as_bytes(), LEASE)
+            .acquire(self.key.as_bytes(), self.lease)
             .await
             .map_err(err)
     }
@@ -530,6 +636,31 @@ impl Release for rslock::LockGuard {
     async fn release_guard(self) -> WorkerResult {
         self.release().await;
         Ok(())
+    }
+}
+
+/// keylatch's RedLock with a fixed lease (no watchdog), as rslock's locks have.
+struct RedLockLease {
+    lock: keylatch::RedLock,
+    lease: Duration,
+}
+
+#[async_trait]
+impl Acquire for RedLockLease {
+    type Guard = keylatch::RedLockGuard;
+    async fn acquire_guard(&self) -> Result<Self::Guard, String> {
+        self.lock
+            .acquire(keylatch::AcquireOptions::new().with_lease(self.lease))
+            .await
+            .map_err(err)?
+            .ok_or_else(|| "an unbounded wait returned no guard".to_owned())
+    }
+}
+
+#[async_trait]
+impl Release for keylatch::RedLockGuard {
+    async fn release_guard(self) -> WorkerResult {
+        self.unlock().await.map_err(err)
     }
 }
 

@@ -5,9 +5,12 @@
 //! ```text
 //! bench-rust --url redis://127.0.0.1:PORT --out results/rust.jsonl [--scale 1.0]
 //!            [--only keylatch,rslock] [--scenarios s1,s2,s3,s4,s5,raw]
+//! bench-rust --redlock-urls redis://127.0.0.1:P1,redis://127.0.0.1:P2,... --out FILE
+//!            [--scale 1.0]     # keylatch's RedLock against rslock over those servers
 //! ```
 mod harness;
 mod libs;
+mod redlock;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -32,6 +35,8 @@ struct Args {
     scenarios: Vec<String>,
     /// The runner whose figures this run's raw baseline is for (`--tag python`).
     tag: String,
+    /// Independent servers for the RedLock comparison (`--redlock-urls`): that alone runs.
+    redlock_urls: Vec<String>,
 }
 
 fn parse_args() -> Args {
@@ -44,6 +49,7 @@ fn parse_args() -> Args {
             .map(String::from)
             .to_vec(),
         tag: "rust".into(),
+        redlock_urls: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -55,12 +61,19 @@ fn parse_args() -> Args {
             "--only" => args.only = Some(value().split(',').map(String::from).collect()),
             "--scenarios" => args.scenarios = value().split(',').map(String::from).collect(),
             "--tag" => args.tag = value(),
+            "--redlock-urls" => {
+                args.redlock_urls = value()
+                    .split(',')
+                    .filter(|u| !u.is_empty())
+                    .map(String::from)
+                    .collect();
+            }
             other => panic!("unknown argument {other}"),
         }
     }
     assert!(
-        !args.url.is_empty() && !args.out.is_empty(),
-        "--url and --out are required"
+        (!args.url.is_empty() || !args.redlock_urls.is_empty()) && !args.out.is_empty(),
+        "--url (or --redlock-urls) and --out are required"
     );
     args
 }
@@ -265,6 +278,11 @@ async fn main() {
         file,
         run: format!("{}", std::process::id()),
     };
+    if !args.redlock_urls.is_empty() {
+        redlock::run(&args.redlock_urls, &mut out, args.scale).await;
+        // Background tasks (hubs, abandoned workers) must not keep us alive.
+        std::process::exit(0);
+    }
     let info_client = redis::Client::open(args.url.as_str()).unwrap();
     let mut conn = info_client
         .get_multiplexed_async_connection()
