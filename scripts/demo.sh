@@ -6,6 +6,9 @@
 # `keylatch demo`: FIFO-ordered jobs on the fair lock, a cache refresh with the
 # read-write lock, and a semaphore capping concurrency. It ends with a summary
 # saying whether each property held, and fails if one did not.
+#
+#   ./scripts/demo.sh             # on one throwaway redis-server
+#   ./scripts/demo.sh --cluster   # on a throwaway Redis Cluster (3 primaries, 3 replicas)
 set -euo pipefail
 
 SCRIPT_NAME="demo.sh"
@@ -14,9 +17,20 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/lib.sh"
 cd "$ROOT"
 
+CLUSTER=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --cluster) CLUSTER=1 ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        *) die "unknown argument $1 (see --help)" ;;
+    esac
+    shift
+done
+
 on_exit() {
     local status=$?
     stop_throwaway_redis
+    stop_throwaway_cluster
     exit "$status"
 }
 trap on_exit EXIT
@@ -26,7 +40,12 @@ trap 'exit 143' TERM
 section "making sure Redis and the Rust tools are installed"
 "$ROOT/scripts/setup.sh"
 
-if [ -n "${REDIS_URL:-}" ]; then
+if [ "$CLUSTER" -eq 1 ]; then
+    section "starting a throwaway Redis Cluster just for this demo"
+    start_throwaway_cluster
+    export REDIS_URL="$THROWAWAY_CLUSTER_URL"
+    log "its nodes are stopped when the demo ends"
+elif [ -n "${REDIS_URL:-}" ]; then
     section "using the Redis you gave in REDIS_URL: $REDIS_URL"
 else
     section "starting a throwaway Redis server just for this demo"

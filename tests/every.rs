@@ -1,10 +1,12 @@
 //! Every primitive through one path: a holder takes it, a waiter waits (woken by pub/sub) and
-//! takes it after the release, then releases. Used by the TLS, ACL and Sentinel tests.
+//! takes it after the release, then releases. Used by the TLS, ACL, Sentinel and cluster
+//! tests; and a cancellation storm over every primitive, run on one server and on a cluster.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch::{AcquireOptions, Client, DistributedLock};
+use keylatch_testkit::RedisServer;
 
 /// A lease long enough that only a wake-up message can end a wait early.
 pub const LONG_LEASE: Duration = Duration::from_secs(20);
@@ -118,4 +120,84 @@ pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &s
         pairs.len()
     );
     pairs.len()
+}
+
+/// Every primitive of each of `names` held by `holder` while `storm` starts waits on them and
+/// drops them at every stage (before sending, in flight, subscribed, queued); then the holds
+/// are released. Asserts that nothing is left on any of `nodes` (the servers, or a cluster's
+/// primaries): no hold, queue entry or taken permit (a semaphore keeps its one permit), no
+/// subscription, classic or sharded, and none in `storm`. Returns how many waits were
+/// dropped.
+pub async fn cancellation_storm(
+    holder: &Client,
+    storm: &Client,
+    names: &[String],
+    nodes: &[&RedisServer],
+) -> usize {
+    let mut dropped = 0;
+    for name in names {
+        let pairs = primitive_pairs(holder, storm, name).await.unwrap();
+        let mut guards = Vec::new();
+        for (_, held, _) in &pairs {
+            guards.push(held.acquire(AcquireOptions::new()).await.unwrap().unwrap());
+        }
+        for round in 0..10u64 {
+            for (_, _, waiter) in &pairs {
+                let waiter = waiter.clone();
+                let acquiring = tokio::spawn(async move {
+                    waiter
+                        .acquire(AcquireOptions::new().with_wait(LONG_LEASE))
+                        .await
+                });
+                tokio::time::sleep(Duration::from_micros(round * 700)).await;
+                acquiring.abort();
+                dropped += 1;
+            }
+        }
+        for guard in guards {
+            guard.unlock().await.unwrap();
+        }
+    }
+    storm.wait_idle().await;
+    // Once the channels' linger ends, nothing is subscribed and nothing is held anywhere.
+    tokio::time::sleep(storm.core().config().subscription_linger + Duration::from_millis(350))
+        .await;
+    assert_eq!(storm.core().hub().subscriber_count(), 0);
+    let mut left = Vec::new();
+    for node in nodes {
+        let keys = node.cli(&["KEYS", "*"]).unwrap();
+        for key in keys.lines().filter(|k| !k.is_empty()) {
+            let kind = node.cli(&["TYPE", key]).unwrap();
+            // Request markers expire on their own; fencing counters stay by design.
+            if key.contains(":req:") || key.contains("fencing") || key.contains("lock_token") {
+                continue;
+            }
+            if kind == "string" && !key.contains("lock") {
+                let value = node.cli(&["GET", key]).unwrap();
+                assert_eq!(value, "1", "{key}: a permit is missing");
+                continue;
+            }
+            if kind == "zset" && key.contains("permits") {
+                let taken = node.cli(&["ZCARD", key]).unwrap();
+                assert_eq!(taken, "0", "{key}: a permit is still taken");
+                continue;
+            }
+            left.push(format!("{} {key} ({kind})", node.port()));
+        }
+        for command in ["CHANNELS", "SHARDCHANNELS"] {
+            let channels = node.cli(&["PUBSUB", command]).unwrap();
+            assert!(
+                channels.trim().is_empty(),
+                "node {}: still subscribed to {channels} ({command})",
+                node.port()
+            );
+        }
+    }
+    println!(
+        "{dropped} acquisitions dropped over {} names on {} node(s); left: {left:?}",
+        names.len(),
+        nodes.len()
+    );
+    assert!(left.is_empty(), "left behind: {left:?}");
+    dropped
 }

@@ -167,3 +167,18 @@ async fn acquire_dropped_in_flight_is_undone_after_the_server_runs_it() {
     g1.unlock().await.unwrap();
     assert_clean(&client, &server, &name).await;
 }
+
+/// The storm of the cluster suite (`cluster_faults.rs`), on one server: one body, two
+/// topologies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_over_every_primitive_leaves_nothing() {
+    let server = server();
+    let holder = client(&server).await;
+    let storm = client(&server).await;
+    let names = vec![unique("every-storm-a"), unique("every-storm-b")];
+    let dropped =
+        keylatch_tests::every::cancellation_storm(&holder, &storm, &names, &[&server]).await;
+    assert_eq!(dropped, 2 * 6 * 10);
+    holder.shutdown().await.unwrap();
+    storm.shutdown().await.unwrap();
+}

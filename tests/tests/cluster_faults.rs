@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use keylatch::{AcquireOptions, Client, Config, DistributedLock};
 use keylatch_testkit::{RedisCluster, RedisServer};
-use keylatch_tests::every::{LONG_LEASE, primitive_pairs};
+use keylatch_tests::every::{LONG_LEASE, cancellation_storm, primitive_pairs};
 
 async fn cluster() -> RedisCluster {
     tokio::task::spawn_blocking(RedisCluster::start)
@@ -282,65 +282,9 @@ async fn a_cancellation_storm_leaves_nothing_on_any_node() {
         }
     }
     assert_eq!(names.len(), 3);
-    let mut dropped = 0;
-    for name in &names {
-        let pairs = primitive_pairs(&holder, &storm, name).await.unwrap();
-        let mut guards = Vec::new();
-        for (_, held, _) in &pairs {
-            guards.push(held.acquire(AcquireOptions::new()).await.unwrap().unwrap());
-        }
-        // Waits cancelled at every stage: before sending, in flight, subscribed, queued.
-        for round in 0..10u64 {
-            for (_, _, waiter) in &pairs {
-                let waiter = waiter.clone();
-                let acquiring = tokio::spawn(async move {
-                    waiter
-                        .acquire(AcquireOptions::new().with_wait(LONG_LEASE))
-                        .await
-                });
-                tokio::time::sleep(Duration::from_micros(round * 700)).await;
-                acquiring.abort();
-                dropped += 1;
-            }
-        }
-        for guard in guards {
-            guard.unlock().await.unwrap();
-        }
-    }
-    storm.wait_idle().await;
-    // Linger ends, then nothing is subscribed and nothing is held on any node.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(storm.core().hub().subscriber_count(), 0);
-    let mut left = Vec::new();
-    for node in cluster.primaries() {
-        let keys = node.cli(&["KEYS", "*"]).unwrap();
-        for key in keys.lines().filter(|k| !k.is_empty()) {
-            let kind = node.cli(&["TYPE", key]).unwrap();
-            // Semaphores keep their counts; markers expire on their own.
-            if key.contains(":req:") || key.contains("fencing") {
-                continue;
-            }
-            if kind == "string" && !key.contains("lock") {
-                let value = node.cli(&["GET", key]).unwrap();
-                assert_eq!(value, "1", "{key}: a permit is missing");
-                continue;
-            }
-            if kind == "zset" && key.contains("permits") {
-                let taken = node.cli(&["ZCARD", key]).unwrap();
-                assert_eq!(taken, "0", "{key}: a permit is still taken");
-                continue;
-            }
-            left.push(format!("{} {key} ({kind})", node.port()));
-        }
-        let channels = node.cli(&["PUBSUB", "SHARDCHANNELS"]).unwrap();
-        assert!(
-            channels.trim().is_empty(),
-            "node {}: still subscribed to {channels}",
-            node.port()
-        );
-    }
-    println!("{dropped} acquisitions dropped on 3 primaries; left: {left:?}");
-    assert!(left.is_empty(), "left behind: {left:?}");
+    let primaries = cluster.primaries();
+    let dropped = cancellation_storm(&holder, &storm, &names, &primaries).await;
+    assert_eq!(dropped, 3 * 6 * 10);
     holder.shutdown().await.unwrap();
     storm.shutdown().await.unwrap();
 }

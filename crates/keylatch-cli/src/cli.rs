@@ -27,8 +27,10 @@ pub struct Cli {
 /// Where Redis is and how to log in: redis-cli's flag names where it has them.
 #[derive(Debug, Args)]
 pub struct ConnectionArgs {
-    /// Redis URL: redis://, rediss:// (TLS), redis+unix://, or
-    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE [default: KEYLATCH_REDIS_URL, then
+    /// Redis URL: redis://, rediss:// (TLS), redis+unix://,
+    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE, or a Redis Cluster by
+    /// redis+cluster://HOST:PORT[,HOST:PORT...] (any node's redis:// URL works too: cluster
+    /// mode is detected) [default: KEYLATCH_REDIS_URL, then
     /// REDIS_URL, then redis://127.0.0.1:6379]. A password in it is visible to every local
     /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file. Given 3 or more times, `run`
     /// holds a RedLock: the lock on a majority of those independent servers.
@@ -201,4 +203,28 @@ pub struct BenchArgs {
     /// Operations per scenario.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
     pub ops: u32,
+
+    /// Instead of the per-primitive scenarios, the scale suite: `--tasks` tasks locking and
+    /// unlocking random names out of `--keys` for `--duration`, beside the same number of
+    /// raw EVALSHA pairs; then `--holds` locks held at once and what the watchdog sends to
+    /// renew them (script calls and round trips per tick). On a Redis Cluster it shows how
+    /// the work spreads over the primaries.
+    #[arg(long)]
+    pub scale: bool,
+
+    /// Concurrent tasks in the scale suite.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub tasks: u32,
+
+    /// Distinct names the scale suite's tasks pick from.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub keys: u32,
+
+    /// Locks held at once for the scale suite's renewal figure (0 skips it).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub holds: u32,
+
+    /// How long each throughput run of the scale suite lasts.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
 }

@@ -87,9 +87,10 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
     Ok(config)
 }
 
-/// `url` with TLS: `redis://` becomes `rediss://`, `redis+sentinel://` `rediss+sentinel://`.
+/// `url` with TLS: `redis://` becomes `rediss://`, `redis+sentinel://` `rediss+sentinel://`,
+/// `redis+cluster://` `rediss+cluster://`.
 fn with_tls(url: &str) -> String {
-    for scheme in ["redis://", "redis+sentinel://"] {
+    for scheme in ["redis://", "redis+sentinel://", "redis+cluster://"] {
         if url.starts_with(scheme) {
             return format!("{}s{}", &scheme[..5], &url[5..]);
         }

@@ -62,6 +62,13 @@ async fn wait_all(children: Vec<tokio::process::Child>) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The demo's own key `what` beside the primitive `name`. The name in braces is a hash tag:
+/// on a Redis Cluster it puts the key in the slot of the primitive's keys, so a script may
+/// touch two of them.
+fn aux(name: &str, what: &str) -> String {
+    format!("{{{name}}}:{what}")
+}
+
 fn redis_err(err: redis::RedisError) -> Failure {
     Failure::from(keylatch::Error::from(err))
 }
@@ -122,7 +129,7 @@ async fn fifo(client: &Client, config: &Config, name: &str) -> Result<Outcome, F
     wait_all(children).await?;
     let mut conn = client.connection().await?;
     let done: Vec<u32> = conn
-        .lrange(format!("{name}:done"), 0, -1)
+        .lrange(aux(name, "done"), 0, -1)
         .await
         .map_err(redis_err)?;
     let arrival: Vec<u32> = (0..FIFO_WORKERS).collect();
@@ -146,10 +153,10 @@ async fn cache_refresh(client: &Client, config: &Config, name: &str) -> Result<O
     }
     wait_all(children).await?;
     let mut conn = client.connection().await?;
-    let reads: u64 = conn.get(format!("{name}:reads")).await.map_err(redis_err)?;
-    let torn: Option<u64> = conn.get(format!("{name}:torn")).await.map_err(redis_err)?;
+    let reads: u64 = conn.get(aux(name, "reads")).await.map_err(redis_err)?;
+    let torn: Option<u64> = conn.get(aux(name, "torn")).await.map_err(redis_err)?;
     let overlap: Option<u64> = conn
-        .get(format!("{name}:readers-max"))
+        .get(aux(name, "readers-max"))
         .await
         .map_err(redis_err)?;
     let torn = torn.unwrap_or(0);
@@ -177,10 +184,7 @@ async fn capped(client: &Client, config: &Config, name: &str) -> Result<Outcome,
     }
     wait_all(children).await?;
     let mut conn = client.connection().await?;
-    let max: u64 = conn
-        .get(format!("{name}:active-max"))
-        .await
-        .map_err(redis_err)?;
+    let max: u64 = conn.get(aux(name, "active-max")).await.map_err(redis_err)?;
     println!("   highest concurrency seen: {max} (cap {PERMITS})");
     Ok(Outcome {
         property: "the semaphore never lets more than K run",
@@ -199,7 +203,7 @@ pub async fn worker(config: Config, args: DemoWorkerArgs) -> Result<(), Failure>
         "fifo" => {
             let guard = client.fair_lock(name).lock().await?;
             let _: () = conn
-                .rpush(format!("{name}:done"), args.id)
+                .rpush(aux(name, "done"), args.id)
                 .await
                 .map_err(redis_err)?;
             tokio::time::sleep(Duration::from_millis(30)).await;
@@ -211,19 +215,19 @@ pub async fn worker(config: Config, args: DemoWorkerArgs) -> Result<(), Failure>
                 let guard = rw.write().await?;
                 // Rebuild in two steps: a reader between them would see a half-built cache.
                 let _: () = conn
-                    .set(format!("{name}:part-a"), version)
+                    .set(aux(name, "part-a"), version)
                     .await
                     .map_err(redis_err)?;
                 tokio::time::sleep(Duration::from_millis(40)).await;
                 let _: () = conn
-                    .set(format!("{name}:part-b"), version)
+                    .set(aux(name, "part-b"), version)
                     .await
                     .map_err(redis_err)?;
                 guard.unlock().await?;
                 tokio::time::sleep(Duration::from_millis(60)).await;
             }
             let _: () = conn
-                .set(format!("{name}:refreshed"), 1)
+                .set(aux(name, "refreshed"), 1)
                 .await
                 .map_err(redis_err)?;
         }
@@ -231,7 +235,7 @@ pub async fn worker(config: Config, args: DemoWorkerArgs) -> Result<(), Failure>
             let rw = client.rw_lock(name);
             loop {
                 let done: bool = conn
-                    .exists(format!("{name}:refreshed"))
+                    .exists(aux(name, "refreshed"))
                     .await
                     .map_err(redis_err)?;
                 if done {
@@ -239,32 +243,20 @@ pub async fn worker(config: Config, args: DemoWorkerArgs) -> Result<(), Failure>
                 }
                 let guard = rw.read().await?;
                 let _: i64 = record_max
-                    .key(format!("{name}:readers"))
-                    .key(format!("{name}:readers-max"))
+                    .key(aux(name, "readers"))
+                    .key(aux(name, "readers-max"))
                     .invoke_async(&mut conn)
                     .await
                     .map_err(redis_err)?;
-                let a: Option<u32> = conn
-                    .get(format!("{name}:part-a"))
-                    .await
-                    .map_err(redis_err)?;
+                let a: Option<u32> = conn.get(aux(name, "part-a")).await.map_err(redis_err)?;
                 tokio::time::sleep(Duration::from_millis(10)).await;
-                let b: Option<u32> = conn
-                    .get(format!("{name}:part-b"))
-                    .await
-                    .map_err(redis_err)?;
-                let _: () = conn
-                    .incr(format!("{name}:reads"), 1)
-                    .await
-                    .map_err(redis_err)?;
+                let b: Option<u32> = conn.get(aux(name, "part-b")).await.map_err(redis_err)?;
+                let _: () = conn.incr(aux(name, "reads"), 1).await.map_err(redis_err)?;
                 if a != b {
-                    let _: () = conn
-                        .incr(format!("{name}:torn"), 1)
-                        .await
-                        .map_err(redis_err)?;
+                    let _: () = conn.incr(aux(name, "torn"), 1).await.map_err(redis_err)?;
                 }
                 let _: () = conn
-                    .decr(format!("{name}:readers"), 1)
+                    .decr(aux(name, "readers"), 1)
                     .await
                     .map_err(redis_err)?;
                 guard.unlock().await?;
@@ -274,16 +266,13 @@ pub async fn worker(config: Config, args: DemoWorkerArgs) -> Result<(), Failure>
             let semaphore = client.permit_expirable_semaphore(name);
             let permit = semaphore.acquire().await?;
             let _: i64 = record_max
-                .key(format!("{name}:active"))
-                .key(format!("{name}:active-max"))
+                .key(aux(name, "active"))
+                .key(aux(name, "active-max"))
                 .invoke_async(&mut conn)
                 .await
                 .map_err(redis_err)?;
             tokio::time::sleep(Duration::from_millis(150)).await;
-            let _: () = conn
-                .decr(format!("{name}:active"), 1)
-                .await
-                .map_err(redis_err)?;
+            let _: () = conn.decr(aux(name, "active"), 1).await.map_err(redis_err)?;
             permit.release().await?;
         }
         other => {

@@ -462,8 +462,9 @@ async fn tick(shared: &Shared, commands: &Commands) {
     let now = Instant::now();
     // Group the watched holds by script and lease; expire the ones past their deadline.
     let mut groups: Vec<(&'static LuaScript, Duration, Vec<Pending>)> = Vec::new();
-    // On a cluster, one call's keys must share a slot: each group's slot.
-    let mut slots: Vec<Option<u16>> = Vec::new();
+    // On a cluster, one call's keys must share a slot, so a group is per script, lease and
+    // slot: the index of each one's group that still has room.
+    let mut open: HashMap<(usize, Duration, Option<u16>), usize> = HashMap::new();
     {
         let mut holds = shared.holds.lock().expect("watchdog lock");
         holds.retain(|key, entry| {
@@ -489,20 +490,20 @@ async fn tick(shared: &Shared, commands: &Commands) {
                 id: entry.id,
                 lease: entry.lease,
             };
-            let slot = commands.slot_of(&pending.key.key);
-            match groups
-                .iter_mut()
-                .zip(&slots)
-                .find(|((s, l, batch), group_slot)| {
-                    std::ptr::eq(*s, script)
-                        && *l == entry.lease
-                        && batch.len() < RENEWAL_BATCH
-                        && **group_slot == slot
-                }) {
-                Some(((_, _, batch), _)) => batch.push(pending),
-                None => {
+            // The open group of this script, lease and slot, found by a map: a linear scan
+            // would cost holds × groups per tick (thousands of slots on a cluster).
+            let group = (
+                std::ptr::from_ref(script) as usize,
+                entry.lease,
+                commands.slot_of(&pending.key.key),
+            );
+            match open.get(&group) {
+                Some(&index) if groups[index].2.len() < RENEWAL_BATCH => {
+                    groups[index].2.push(pending);
+                }
+                _ => {
+                    open.insert(group, groups.len());
                     groups.push((script, entry.lease, vec![pending]));
-                    slots.push(slot);
                 }
             }
         }

@@ -1,0 +1,150 @@
+//! The CLI on a Redis Cluster: `run` excludes across processes (plain and fair locks),
+//! `inspect` reads a name through any node, `demo` holds every property, and nothing but the
+//! fencing counters is left on any node after.
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{critical_section, scratch};
+use keylatch_testkit::RedisCluster;
+
+/// `keylatch --redis URL ARGS` with no connection settings from the test's environment.
+fn keylatch(url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
+    cmd.arg("--redis").arg(url).args(args).stdin(Stdio::null());
+    cmd.env_remove("REDIS_URL").env_remove("KEYLATCH_REDIS_URL");
+    cmd
+}
+
+/// The keys on every primary.
+fn keys_left(cluster: &RedisCluster) -> Vec<String> {
+    cluster
+        .primaries()
+        .iter()
+        .flat_map(|node| {
+            let keys = node.cli(&["KEYS", "*"]).unwrap();
+            keys.lines()
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn run_inspect_and_demo_on_a_cluster() {
+    let cluster = RedisCluster::start().expect("start a cluster (run ./scripts/setup.sh)");
+    let seeds = cluster.seed_url();
+
+    // Exclusion: 4 processes on each of a plain and a fair lock, through the seed list.
+    let dir = scratch("cluster");
+    let mut children = Vec::new();
+    for (name, fair) in [("cli-cluster-plain", false), ("cli-cluster-fair", true)] {
+        let part = dir.join(name);
+        std::fs::create_dir_all(&part).unwrap();
+        for i in 0..4 {
+            let body = critical_section(&part, &format!("{name}-{i}"), 40);
+            let mut args = vec!["run", name];
+            if fair {
+                args.push("--fair");
+            }
+            args.extend(["--", "sh", "-c", &body]);
+            children.push(keylatch(&seeds, &args).spawn().unwrap());
+        }
+    }
+    for mut child in children {
+        let status = child.wait().unwrap();
+        assert!(status.success(), "a run failed: {status}");
+    }
+    for name in ["cli-cluster-plain", "cli-cluster-fair"] {
+        let part = dir.join(name);
+        let log = std::fs::read_to_string(part.join("log")).unwrap();
+        println!(
+            "{name}: {} runs, overlaps: {}",
+            log.lines().count(),
+            part.join("overlaps").exists()
+        );
+        assert_eq!(log.lines().count(), 4, "every command ran once");
+        assert!(!part.join("overlaps").exists(), "two commands overlapped");
+    }
+
+    // inspect through a node that does not own the name's slot: cluster mode is detected and
+    // the read follows the slot.
+    let marker = dir.join("running");
+    let mut holder = keylatch(
+        &seeds,
+        &[
+            "run",
+            "cli-cluster-job",
+            "--",
+            "sh",
+            "-c",
+            &format!("touch {}; sleep 3", marker.display()),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let started = Instant::now();
+    while !marker.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let owner = cluster.node_for_key("cli-cluster-job").unwrap();
+    let other = cluster
+        .primaries()
+        .into_iter()
+        .find(|node| node.port() != owner.port())
+        .unwrap();
+    let out = keylatch(&other.url(), &["inspect", "cli-cluster-job", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    println!(
+        "inspect through port {} (owner {}): {report}",
+        other.port(),
+        owner.port()
+    );
+    assert_eq!(report["primitive"], "reentrant", "{report}");
+    assert_eq!(report["locked"], true, "{report}");
+    assert!(holder.wait().unwrap().success());
+    assert_eq!(
+        owner.cli(&["EXISTS", "cli-cluster-job"]).unwrap().trim(),
+        "0"
+    );
+
+    // The demo: every property held, across real processes.
+    let out = keylatch(&seeds, &["demo"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "demo failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.matches("[held]").count(), 3, "{stdout}");
+
+    // Nothing behind on any node but the fencing counters of the names `run` held, which
+    // stay by design (a token never goes back): the demo deletes what it wrote, and the
+    // locks, queues and permits are gone.
+    let mut left = keys_left(&cluster);
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "redisson_lock_token:{cli-cluster-fair}",
+            "redisson_lock_token:{cli-cluster-job}",
+            "redisson_lock_token:{cli-cluster-plain}",
+        ],
+        "keys left on the primaries"
+    );
+}
