@@ -2,12 +2,15 @@
 # keylatch against peer lock libraries (Rust, Python, Node) and the physical limit, in one
 # run on one throwaway redis-server. Installs what it needs, prints tables, and rewrites the
 # section of docs/benchmarks.md between <!-- peers:start --> and <!-- peers:end --> with
-# tables and plots (docs/img/peers-*.png).
+# tables and plots (docs/img/peers-*.png). With the rust runner, then keylatch's RedLock
+# against rslock over 3 and over 5 throwaway redis-servers, rendered between
+# <!-- redlock:start --> and <!-- redlock:end -->.
 #
 #   ./scripts/bench.sh             # full run: about 10 minutes on 2 cores, after the first build
 #   ./scripts/bench.sh --quick     # every scenario at a quarter of its duration
 #   ./scripts/bench.sh --report    # re-render the doc from the last run's bench/results/
 #   ./scripts/bench.sh --runners rust,node   # a subset (the report then lacks the others)
+#   ./scripts/bench.sh --redlock-only [--quick]   # the RedLock step and its section alone
 #
 # Installs: redis-server, redis-cli and redis-benchmark (./scripts/setup.sh, Debian's
 # packages); the Python peers and matplotlib with pip into bench/.venv; the Node peers with
@@ -24,13 +27,16 @@ source "$ROOT/scripts/lib.sh"
 SCALE=1
 QUICK=0
 REPORT_ONLY=0
+REDLOCK_ONLY=0
+INVOCATION="./scripts/bench.sh${*:+ $*}"
 RUNNERS="rust,python,node"
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) SCALE=0.25 QUICK=1 ;;
         --report) REPORT_ONLY=1 ;;
         --runners) RUNNERS="$2"; shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        --redlock-only) REDLOCK_ONLY=1 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
     shift
@@ -60,22 +66,25 @@ command -v python3 >/dev/null 2>&1 || {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv
 }
-if [ ! -x "$PY" ]; then
-    log "creating $VENV"
-    if ! python3 -m venv "$VENV"; then
-        log "python3 -m venv failed: installing Debian's python3-venv"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv
-        rm -rf "$VENV"
-        python3 -m venv "$VENV"
+# The RedLock step alone needs no venv: its renderer uses the standard library only.
+if [ "$REDLOCK_ONLY" -eq 0 ]; then
+    if [ ! -x "$PY" ]; then
+        log "creating $VENV"
+        if ! python3 -m venv "$VENV"; then
+            log "python3 -m venv failed: installing Debian's python3-venv"
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv
+            rm -rf "$VENV"
+            python3 -m venv "$VENV"
+        fi
     fi
+    # Pinned versions: a no-op once they are installed.
+    "$PY" -m pip install --quiet --disable-pip-version-check -r "$BENCH/python/requirements.txt"
+    log "python: $("$PY" --version), $("$PY" -m pip freeze 2>/dev/null | grep -iE '^(redis|python-redis-lock|matplotlib)==' | tr '\n' ' ')"
 fi
-# Pinned versions: a no-op once they are installed.
-"$PY" -m pip install --quiet --disable-pip-version-check -r "$BENCH/python/requirements.txt"
-log "python: $("$PY" --version), $("$PY" -m pip freeze 2>/dev/null | grep -iE '^(redis|python-redis-lock|matplotlib)==' | tr '\n' ' ')"
 
 if [ "$REPORT_ONLY" -eq 0 ]; then
-    if wants node; then
+    if wants node && [ "$REDLOCK_ONLY" -eq 0 ]; then
         if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
             log "node/npm missing: installing Debian's nodejs and npm"
             as_root env DEBIAN_FRONTEND=noninteractive apt-get update
@@ -93,8 +102,76 @@ if [ "$REPORT_ONLY" -eq 0 ]; then
     cargo build --release --quiet --manifest-path "$BENCH/rust/Cargo.toml"
 fi
 
+# --- RedLock over 3 and 5 servers ----------------------------------------------------------
+# Five independent throwaway redis-servers: lib.sh's start_throwaway_redis, once for each.
+REDLOCK_PIDS=() REDLOCK_DIRS=() REDLOCK_PORTS=()
+start_redlock_servers() { # <count>
+    local _
+    for _ in $(seq 1 "$1"); do
+        start_throwaway_redis
+        REDLOCK_PIDS+=("$THROWAWAY_REDIS_PID")
+        REDLOCK_DIRS+=("$THROWAWAY_REDIS_DIR")
+        REDLOCK_PORTS+=("$THROWAWAY_REDIS_PORT")
+        THROWAWAY_REDIS_PID="" THROWAWAY_REDIS_DIR=""
+    done
+}
+stop_redlock_servers() {
+    # One caught half-started first, then every one started.
+    stop_throwaway_redis
+    local i
+    for i in "${!REDLOCK_PIDS[@]}"; do
+        THROWAWAY_REDIS_PID="${REDLOCK_PIDS[$i]}" THROWAWAY_REDIS_DIR="${REDLOCK_DIRS[$i]}"
+        stop_throwaway_redis
+    done
+    REDLOCK_PIDS=() REDLOCK_DIRS=() REDLOCK_PORTS=()
+}
+# keylatch's RedLock against rslock's LockManager over the first 3 servers, then over all 5:
+# bench/results/redlock/servers-{3,5}.jsonl and meta.json.
+run_redlock() {
+    section "RedLock over 3 and 5 servers: keylatch against rslock"
+    local out="$RESULTS/redlock" urls=() port n load_start load_end started=$SECONDS
+    rm -rf "$out"
+    mkdir -p "$out"
+    trap stop_redlock_servers EXIT
+    start_redlock_servers 5
+    for port in "${REDLOCK_PORTS[@]}"; do
+        urls+=("redis://127.0.0.1:$port")
+    done
+    load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+    for n in 3 5; do
+        "$CARGO_TARGET_DIR/release/bench-rust" --out "$out/servers-$n.jsonl" --scale "$SCALE" \
+            --redlock-urls "$(IFS=,; echo "${urls[*]:0:$n}")"
+    done
+    load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
+    stop_redlock_servers
+    trap - EXIT
+    log "RedLock step took $((SECONDS - started)) s"
+    python3 - "$out/meta.json" "$INVOCATION" "$SCALE" "$load_start" "$load_end" \
+        "$BENCH/rust/Cargo.lock" <<'PY'
+import json, os, subprocess, sys, time, tomllib
+path, invocation, scale, start, end, lock = sys.argv[1:]
+def out(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except Exception:
+        return "?"
+with open(lock, "rb") as f:
+    versions = {p["name"]: p["version"] for p in tomllib.load(f)["package"]
+                if p["name"] in ("rslock", "keylatch")}
+with open(path, "w") as f:
+    json.dump({
+        "date": time.strftime("%Y-%m-%d"), "invocation": invocation, "scale": float(scale),
+        "cpus": os.cpu_count(), "load": {"start": start, "end": end},
+        "redis": "Redis " + out("redis-server", "--version").split("v=")[-1].split()[0],
+        "rustc": out("rustc", "--version").rsplit(" (", 1)[0], "versions": versions,
+    }, f)
+PY
+}
+
 # --- run -----------------------------------------------------------------------------------
-if [ "$REPORT_ONLY" -eq 0 ]; then
+if [ "$REPORT_ONLY" -eq 0 ] && [ "$REDLOCK_ONLY" -eq 1 ]; then
+    run_redlock
+elif [ "$REPORT_ONLY" -eq 0 ]; then
     rm -rf "$RESULTS"
     mkdir -p "$RESULTS"
     trap stop_throwaway_redis EXIT
@@ -147,6 +224,9 @@ json.dump(out, open(sys.argv[1], "w"))' "$RESULTS/redis_benchmark.json"
 
     load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
     log "benchmarks took $((SECONDS - started)) s"
+    if wants rust; then
+        run_redlock
+    fi
     # What the doc needs to say about this run.
     "$PY" - "$RESULTS/meta.json" <<EOF
 import json, os, subprocess, sys, time
@@ -188,4 +268,11 @@ fi
 # --- report --------------------------------------------------------------------------------
 section "report"
 [ -d "$RESULTS" ] || die "no results in $RESULTS: run without --report first"
-"$PY" "$BENCH/report.py" --results "$RESULTS" --doc "$ROOT/docs/benchmarks.md" --img "$ROOT/docs/img"
+if [ "$REDLOCK_ONLY" -eq 0 ]; then
+    "$PY" "$BENCH/report.py" --results "$RESULTS" --doc "$ROOT/docs/benchmarks.md" --img "$ROOT/docs/img"
+fi
+if [ -f "$RESULTS/redlock/meta.json" ]; then
+    python3 "$BENCH/redlock_report.py" --results "$RESULTS/redlock" --doc "$ROOT/docs/benchmarks.md"
+elif [ "$REDLOCK_ONLY" -eq 1 ]; then
+    die "no RedLock results in $RESULTS/redlock: run with --redlock-only first"
+fi

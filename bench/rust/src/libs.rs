@@ -416,9 +416,9 @@ impl Lib {
                 retry,
                 lease,
             } => {
-                let parts = clients.iter().map(|client| {
-                    Arc::new(client.lock(key)) as Arc<dyn keylatch::DistributedLock>
-                });
+                let parts = clients
+                    .iter()
+                    .map(|client| Arc::new(client.lock(key)) as Arc<dyn keylatch::DistributedLock>);
                 let mut lock = keylatch::RedLock::new(parts).map_err(err)?;
                 if let Some(retry) = retry {
                     lock = lock.with_retry_delay(*retry);

@@ -252,8 +252,14 @@ async fn side_by_side(
                 .iter()
                 .filter_map(|name| cmds.get(*name))
                 .sum();
-            map.insert("commands_per_pair".into(), json!(total as f64 / COUNTED as f64));
-            map.insert("requests_per_pair".into(), json!(requests as f64 / COUNTED as f64));
+            map.insert(
+                "commands_per_pair".into(),
+                json!(total as f64 / COUNTED as f64),
+            );
+            map.insert(
+                "requests_per_pair".into(),
+                json!(requests as f64 / COUNTED as f64),
+            );
             map.insert("commands".into(), json!(cmds));
             map.insert("commands_pairs".into(), json!(COUNTED));
             data
@@ -275,11 +281,15 @@ fn contended_figures(rounds: &[Value]) -> Value {
     let mut rtts = Vec::new();
     let mut events_by_round = Vec::new();
     for r in rounds {
-        let mut events: Vec<Event> = serde_json::from_value(r["events"].clone()).unwrap_or_default();
+        let mut events: Vec<Event> =
+            serde_json::from_value(r["events"].clone()).unwrap_or_default();
         events.sort_unstable_by_key(|e| e[2]);
         let window = r["window_s"].as_f64().unwrap_or(0.0);
         window_s += window;
-        in_window += events.iter().filter(|e| e[2] as f64 <= window * 1e9).count() as u64;
+        in_window += events
+            .iter()
+            .filter(|e| e[2] as f64 <= window * 1e9)
+            .count() as u64;
         for e in &events {
             per[e[0] as usize % WORKERS] += 1;
         }
