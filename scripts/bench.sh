@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
         --report) REPORT_ONLY=1 ;;
         --runners) RUNNERS="$2"; shift ;;
         --redlock-only) REDLOCK_ONLY=1 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
     shift
