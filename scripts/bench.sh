@@ -4,13 +4,16 @@
 # section of docs/benchmarks.md between <!-- peers:start --> and <!-- peers:end --> with
 # tables and plots (docs/img/peers-*.png). With the rust runner, then keylatch's RedLock
 # against rslock over 3 and over 5 throwaway redis-servers, rendered between
-# <!-- redlock:start --> and <!-- redlock:end -->.
+# <!-- redlock:start --> and <!-- redlock:end -->; and keylatch on a 3-primary Redis Cluster
+# against one server (scripts/bench-cluster.sh), between <!-- cluster:start --> and
+# <!-- cluster:end -->.
 #
 #   ./scripts/bench.sh             # full run: about 10 minutes on 2 cores, after the first build
 #   ./scripts/bench.sh --quick     # every scenario at a quarter of its duration
 #   ./scripts/bench.sh --report    # re-render the doc from the last run's bench/results/
 #   ./scripts/bench.sh --runners rust,node   # a subset (the report then lacks the others)
 #   ./scripts/bench.sh --redlock-only [--quick]   # the RedLock step and its section alone
+#   ./scripts/bench.sh --cluster-only [--quick]   # the cluster step and its section alone
 #
 # Installs: redis-server, redis-cli and redis-benchmark (./scripts/setup.sh, Debian's
 # packages); the Python peers and matplotlib with pip into bench/.venv; the Node peers with
@@ -28,6 +31,7 @@ SCALE=1
 QUICK=0
 REPORT_ONLY=0
 REDLOCK_ONLY=0
+CLUSTER_ONLY=0
 INVOCATION="./scripts/bench.sh${*:+ $*}"
 RUNNERS="rust,python,node"
 while [ $# -gt 0 ]; do
@@ -36,12 +40,18 @@ while [ $# -gt 0 ]; do
         --report) REPORT_ONLY=1 ;;
         --runners) RUNNERS="$2"; shift ;;
         --redlock-only) REDLOCK_ONLY=1 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --cluster-only) CLUSTER_ONLY=1 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
     shift
 done
 wants() { case ",$RUNNERS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+CLUSTER_ARGS=()
+[ "$QUICK" -eq 1 ] && CLUSTER_ARGS+=(--quick)
+if [ "$CLUSTER_ONLY" -eq 1 ]; then
+    exec "$ROOT/scripts/bench-cluster.sh" "${CLUSTER_ARGS[@]}"
+fi
 
 BENCH="$ROOT/bench"
 RESULTS="$BENCH/results"
@@ -226,6 +236,8 @@ json.dump(out, open(sys.argv[1], "w"))' "$RESULTS/redis_benchmark.json"
     log "benchmarks took $((SECONDS - started)) s"
     if wants rust; then
         run_redlock
+        section "keylatch on a Redis Cluster against one server"
+        "$ROOT/scripts/bench-cluster.sh" "${CLUSTER_ARGS[@]}"
     fi
     # What the doc needs to say about this run.
     "$PY" - "$RESULTS/meta.json" <<EOF
