@@ -157,25 +157,33 @@ impl Commands {
         }
         // Every caller sends one command or pipeline on the connection it gets.
         crate::telemetry::round_trip();
-        let slot = &self.slots[index];
-        let current = |slot: &Slot| {
-            let moves = self.topology.moves();
-            let mut held = slot.current.lock().expect("slot lock");
-            match held.as_ref() {
-                Some(h) if h.moves == moves => Some((h.generation, h.conn.clone())),
-                Some(_) => {
-                    // The primary moved since it was opened.
-                    *held = None;
-                    None
-                }
-                None => None,
-            }
-        };
-        if let Some(found) = current(slot) {
+        if let Some(found) = self.held(index) {
             return Ok(found);
         }
+        // Boxed: opening a connection is rare, and its future is large (TLS, Sentinel).
+        Box::pin(self.refill(index)).await
+    }
+
+    /// The open connection of slot `index`, unless the primary moved since it was opened.
+    fn held(&self, index: usize) -> Option<(u64, Connection)> {
+        let moves = self.topology.moves();
+        let mut held = self.slots[index].current.lock().expect("slot lock");
+        match held.as_ref() {
+            Some(h) if h.moves == moves => Some((h.generation, h.conn.clone())),
+            Some(_) => {
+                // The primary moved since it was opened.
+                *held = None;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Opens the connection of slot `index` (unless another caller just did).
+    async fn refill(&self, index: usize) -> Result<(u64, Connection)> {
+        let slot = &self.slots[index];
         let _refill = slot.refill.lock().await;
-        if let Some(found) = current(slot) {
+        if let Some(found) = self.held(index) {
             return Ok(found);
         }
         let moves = self.topology.moves();
@@ -307,20 +315,33 @@ impl Commands {
         match cmd.query_async::<Value>(&mut conn).await {
             Ok(value) => Ok(value),
             Err(err) if is_noscript(&err) => {
-                self.script_reloads.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
-                crate::telemetry::round_trip();
-                let mut pipe = redis::pipe();
-                pipe.add_command(call.script().load_cmd(false)).ignore();
-                pipe.add_command(cmd);
-                let (value,): (Value,) = pipe
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| self.map_error(e, call.first_key(), index, generation))?;
-                Ok(value)
+                // Boxed: a rare path that should not grow every call's future.
+                Box::pin(self.reload_and_eval(call, cmd, conn, index, generation)).await
             }
             Err(err) => Err(self.map_error(err, call.first_key(), index, generation)),
         }
+    }
+
+    /// After NOSCRIPT: `SCRIPT LOAD` and the call again, pipelined on the same connection.
+    async fn reload_and_eval(
+        &self,
+        call: &ScriptCall,
+        cmd: redis::Cmd,
+        mut conn: Connection,
+        index: usize,
+        generation: u64,
+    ) -> Result<Value> {
+        self.script_reloads.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
+        crate::telemetry::round_trip();
+        let mut pipe = redis::pipe();
+        pipe.add_command(call.script().load_cmd(false)).ignore();
+        pipe.add_command(cmd);
+        let (value,): (Value,) = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.map_error(e, call.first_key(), index, generation))?;
+        Ok(value)
     }
 
     /// An acquisition with replica acknowledgement: `EVALSHA` and `WAIT replicas timeout` in

@@ -286,7 +286,13 @@ impl UndoGuard {
     ///
     /// # Errors
     /// The undo's own error (it is then retried in the background).
-    pub async fn run_now(mut self) -> Result<()> {
+    pub async fn run_now(self) -> Result<()> {
+        // Boxed: a rare path (a lost reply) that should not grow every acquire's and release's
+        // future, which embed this one.
+        Box::pin(self.undo()).await
+    }
+
+    async fn undo(mut self) -> Result<()> {
         // The undo is conditional, so repeating it is safe: once it has run, the count no
         // longer matches. Connections killed together fail together; a few tries ride that out.
         // The guard stays armed until the undo has succeeded: dropping this future mid-way

@@ -218,7 +218,7 @@ where
     let mut acquisition = client.begin_acquisition(primitive)?;
     acquisition.naming(channel);
     let mut failures = 0;
-    let mut remaining = match open(
+    let remaining = match open(
         client,
         retrying(&mut attempt, deadline, &mut failures).await,
     )? {
@@ -232,6 +232,38 @@ where
         acquisition.finish("timed_out");
         return Ok(None);
     }
+    // Boxed: waiting is the slow path, and inline it would make every acquisition's future
+    // (the first attempt's, which most acquisitions end with) twice as large.
+    Box::pin(wait_subscribed(
+        client,
+        channel,
+        wake,
+        deadline,
+        attempt,
+        acquisition,
+        failures,
+        remaining,
+    ))
+    .await
+}
+
+/// The rest of [`wait_for`] after a refused first attempt: subscribe, then try again on every
+/// wake-up or poll until the lock is taken or the deadline passes.
+#[allow(clippy::too_many_arguments)]
+async fn wait_subscribed<T, F, Fut>(
+    client: &Client,
+    channel: &str,
+    wake: WakeMode,
+    deadline: Option<Instant>,
+    mut attempt: F,
+    mut acquisition: crate::Acquisition,
+    mut failures: u32,
+    mut remaining: Option<Duration>,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
     let poll = client.config().fallback_poll;
     let subscription = client.hub().subscribe(channel, wake, poll).await?;
     loop {

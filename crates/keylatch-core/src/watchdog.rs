@@ -80,10 +80,59 @@ struct Shared {
     renewed_keys: AtomicU64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct HoldKey {
     key: String,
     field: String,
+}
+
+/// A hold's (key, field), owned or borrowed, so the maps keyed by [`HoldKey`] can be searched
+/// with two `&str` and no allocation.
+trait KeyPair {
+    fn pair(&self) -> (&str, &str);
+}
+
+impl KeyPair for HoldKey {
+    fn pair(&self) -> (&str, &str) {
+        (&self.key, &self.field)
+    }
+}
+
+impl KeyPair for (&str, &str) {
+    fn pair(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl std::hash::Hash for HoldKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.pair().hash(state);
+    }
+}
+
+impl std::hash::Hash for dyn KeyPair + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.pair().hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyPair + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.pair() == other.pair()
+    }
+}
+
+impl Eq for dyn KeyPair + '_ {}
+
+impl<'a> std::borrow::Borrow<dyn KeyPair + 'a> for HoldKey {
+    fn borrow(&self) -> &(dyn KeyPair + 'a) {
+        self
+    }
+}
+
+/// The borrowed form of (`key`, `field`) for a map lookup.
+fn lookup<'a>(pair: &'a (&'a str, &'a str)) -> &'a (dyn KeyPair + 'a) {
+    pair
 }
 
 #[derive(Debug)]
@@ -195,12 +244,7 @@ impl WatchdogRegistry {
     /// How many live guards this client has on (`key`, `field`).
     pub fn local_count(&self, key: &str, field: &str) -> usize {
         let holds = self.shared.holds.lock().expect("watchdog lock");
-        holds
-            .get(&HoldKey {
-                key: key.to_owned(),
-                field: field.to_owned(),
-            })
-            .map_or(0, |e| e.guards)
+        holds.get(lookup(&(key, field))).map_or(0, |e| e.guards)
     }
 
     /// Marks background work (a release or an undo) on (`key`, `field`) as under way until the
@@ -235,12 +279,7 @@ impl WatchdogRegistry {
             notified.as_mut().enable();
             {
                 let pending = self.shared.pending.lock().expect("watchdog lock");
-                if pending.is_empty()
-                    || !pending.contains_key(&HoldKey {
-                        key: key.to_owned(),
-                        field: field.to_owned(),
-                    })
-                {
+                if pending.is_empty() || !pending.contains_key(lookup(&(key, field))) {
                     return;
                 }
             }

@@ -1,0 +1,191 @@
+//! The library tax: keylatch's reentrant lock against its own two scripts sent as raw
+//! `EVALSHA` through one redis-rs multiplexed connection, at 1 to 1 024 tasks over 10 000
+//! names, in alternating blocks of one run (so drifting load hits both). Prints throughput and
+//! the client's CPU per lock + unlock (this process's user + system time; redis-server is
+//! another process) and their ratios.
+//!
+//! ```sh
+//! cargo bench -p keylatch-tests --bench tax                 # 4 blocks of 2 s per side and size
+//! KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch-tests --bench tax
+//! ```
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keylatch::redis;
+use keylatch_testkit::RedisServer;
+
+const KEYS: u64 = 10_000;
+
+/// This process's CPU time so far (user + system, all threads), from `/proc/self/stat`.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line: 11 and 12 after the name.
+    let total = ticks(11) + ticks(12);
+    // The kernel's USER_HZ is 100 on Linux.
+    Duration::from_millis(total * 10)
+}
+
+struct Block {
+    pairs: u64,
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+/// `tasks` tasks run `op` on spread names for `length`.
+async fn block<F, Fut>(tasks: u64, length: Duration, op: F) -> Block
+where
+    F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let cpu_before = cpu_time();
+    let start = Instant::now();
+    let deadline = start + length;
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let op = op.clone();
+        handles.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while Instant::now() < deadline {
+                op(format!("tax:{}", (t * 7919 + done * 104_729) % KEYS)).await;
+                done += 1;
+            }
+            done
+        }));
+    }
+    let mut pairs = 0;
+    for h in handles {
+        pairs += h.await.unwrap();
+    }
+    Block {
+        pairs,
+        elapsed: start.elapsed(),
+        cpu: cpu_time().saturating_sub(cpu_before),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let quick = std::env::var_os("KEYLATCH_BENCH_QUICK").is_some();
+    let (blocks, length) = if smoke {
+        (1, Duration::from_millis(100))
+    } else if quick {
+        (2, Duration::from_millis(1000))
+    } else {
+        (4, Duration::from_millis(2000))
+    };
+    let server = RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)");
+    let mut config = keylatch::Config::builder().url(server.url());
+    if let Some(n) = std::env::var("KEYLATCH_BENCH_CONNECTIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        config = config.connections(n);
+    }
+    let client = keylatch::Client::connect_with(config.build().expect("config"))
+        .await
+        .expect("connect");
+    let raw_client = redis::Client::open(server.url()).unwrap();
+    let raw = raw_client.get_multiplexed_async_connection().await.unwrap();
+    let acquire = Arc::new(redis::Script::new(include_str!(
+        "../../crates/keylatch-reentrant/src/lua/acquire.lua"
+    )));
+    let release = Arc::new(redis::Script::new(include_str!(
+        "../../crates/keylatch-reentrant/src/lua/release.lua"
+    )));
+
+    {
+        let lock = client.lock("tax:sizes");
+        let acquire = lock.acquire(keylatch::AcquireOptions::new());
+        let guard = lock.lock().await.unwrap();
+        let release_size = std::mem::size_of_val(&guard.unlock());
+        println!(
+            "future sizes: acquire {} bytes, unlock {} bytes",
+            std::mem::size_of_val(&acquire),
+            release_size
+        );
+    }
+    println!(
+        "library tax: keylatch's reentrant lock against its own scripts sent raw \
+         ({blocks} blocks of {length:?} per side and size, alternating)"
+    );
+    println!(
+        "{:>6} {:>14} {:>14} {:>7} {:>12} {:>12} {:>7}",
+        "tasks", "keylatch /s", "raw /s", "ratio", "cpu us/pair", "raw us/pair", "ratio"
+    );
+    for tasks in [1u64, 16, 256, 1024] {
+        let (mut lib, mut raw_total) = (Vec::new(), Vec::new());
+        for _ in 0..blocks {
+            lib.push(
+                block(tasks, length, {
+                    let client = client.clone();
+                    move |name: String| {
+                        let client = client.clone();
+                        async move {
+                            let guard = client.lock(&name).lock().await.unwrap();
+                            guard.unlock().await.unwrap();
+                        }
+                    }
+                })
+                .await,
+            );
+            raw_total.push(
+                block(tasks, length, {
+                    let (raw, acquire, release) = (raw.clone(), acquire.clone(), release.clone());
+                    move |name: String| {
+                        let (mut conn, acquire, release) =
+                            (raw.clone(), acquire.clone(), release.clone());
+                        async move {
+                            let owner = "raw-owner:1";
+                            let token = format!("redisson_lock_token:{{{name}}}");
+                            let channel = format!("redisson_lock__channel:{{{name}}}");
+                            let _: redis::Value = acquire
+                                .key(&name)
+                                .key(&token)
+                                .arg(30_000)
+                                .arg(owner)
+                                .arg("0")
+                                .invoke_async(&mut conn)
+                                .await
+                                .unwrap();
+                            let _: redis::Value = release
+                                .key(&name)
+                                .key(&channel)
+                                .arg("0")
+                                .arg(owner)
+                                .invoke_async(&mut conn)
+                                .await
+                                .unwrap();
+                        }
+                    }
+                })
+                .await,
+            );
+        }
+        let rate = |b: &[Block]| {
+            b.iter().map(|b| b.pairs).sum::<u64>() as f64
+                / b.iter().map(|b| b.elapsed.as_secs_f64()).sum::<f64>()
+        };
+        let cpu = |b: &[Block]| {
+            b.iter().map(|b| b.cpu.as_secs_f64()).sum::<f64>() * 1e6
+                / b.iter().map(|b| b.pairs).sum::<u64>().max(1) as f64
+        };
+        let (l, r) = (rate(&lib), rate(&raw_total));
+        let (lc, rc) = (cpu(&lib), cpu(&raw_total));
+        println!(
+            "{tasks:>6} {l:>14.0} {r:>14.0} {:>6.2}x {lc:>12.1} {rc:>12.1} {:>6.2}x",
+            l / r,
+            lc / rc
+        );
+    }
+    client.shutdown().await.unwrap();
+}
