@@ -391,3 +391,80 @@ fn replica_acknowledgement_without_replicas_exits_69_and_leaves_nothing() {
     assert_eq!(out.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("KEYLATCH_REPLICAS"), "{stderr}");
 }
+
+#[test]
+fn a_semaphore_run_sets_the_semaphore_up_again_after_a_restart() {
+    let mut server = server();
+    let dir = scratch("sem-restart");
+    let ran = dir.join("waiter-ran");
+    // One permit, taken by a holder; a second run waits for it.
+    let holder = keylatch(
+        &server,
+        &[
+            "run",
+            "--semaphore",
+            "1",
+            "cli-sem-restart",
+            "--",
+            "sleep",
+            "30",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let started = Instant::now();
+    while server.cli(&["EXISTS", "cli-sem-restart"]).unwrap() != "1" {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never acquired"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let waiter = keylatch(
+        &server,
+        &[
+            "run",
+            "--semaphore",
+            "1",
+            "--wait",
+            "20s",
+            "cli-sem-restart",
+            "--",
+            "touch",
+            &ran.to_string_lossy(),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!ran.exists(), "the waiter ran while the permit was held");
+    // A restart without persistence loses the semaphore's keys: the waiter's next attempt sets
+    // the semaphore up again (1 permit) instead of waiting for permits that no longer exist.
+    server.restart().unwrap();
+    let answering = Instant::now();
+    let holder = holder.wait_with_output().unwrap();
+    let waiter = waiter.wait_with_output().unwrap();
+    println!(
+        "after the restart: holder exited {:?}, waiter exited {:?} {:?} after the server answered",
+        holder.status.code(),
+        waiter.status.code(),
+        answering.elapsed()
+    );
+    assert_eq!(
+        holder.status.code(),
+        Some(76),
+        "the holder's permit was lost"
+    );
+    assert!(
+        waiter.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waiter.stderr)
+    );
+    assert!(ran.exists(), "the waiter's command ran");
+    // The permit is back: one available, none held.
+    assert_eq!(server.cli(&["GET", "cli-sem-restart"]).unwrap(), "1");
+    assert_eq!(
+        server.cli(&["ZCARD", "{cli-sem-restart}:timeout"]).unwrap(),
+        "0"
+    );
+}

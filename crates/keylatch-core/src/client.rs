@@ -395,6 +395,7 @@ impl Client {
                 "keylatch.acquire",
                 primitive,
                 lock = tracing::field::Empty,
+                owner = tracing::field::Empty,
                 outcome = tracing::field::Empty,
                 waited_us = tracing::field::Empty,
             ),
@@ -575,7 +576,8 @@ impl Background {
 pub struct Acquisition {
     _active: Done,
     primitive: &'static str,
-    /// A span per acquisition (`keylatch.acquire`): primitive, lock, outcome, time waited.
+    /// A span per acquisition (`keylatch.acquire`): primitive, lock, owner, outcome, time
+    /// waited.
     span: tracing::Span,
     started: Instant,
     /// How it ended, once known: `acquired`, `timed_out`; otherwise it failed or was dropped.
@@ -586,6 +588,11 @@ impl Acquisition {
     /// Names what is acquired (the lock's name or wake-up channel) in the acquisition's span.
     pub fn naming(&mut self, lock: &str) {
         self.span.record("lock", lock);
+    }
+
+    /// Names the owner the acquisition is for (`<client-uuid>:<number>`) in its span.
+    pub fn owned_by(&mut self, owner: OwnerId) {
+        self.span.record("owner", tracing::field::display(owner));
     }
 
     /// Records how the acquisition ended (`acquired`, `timed_out`), for the metrics.

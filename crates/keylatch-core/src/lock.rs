@@ -10,6 +10,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::hub::WakeMode;
+use crate::owner::OwnerId;
 
 /// How long to wait and how long to hold.
 ///
@@ -203,9 +204,11 @@ pub enum Attempt<T> {
 ///
 /// # Cancel safety
 /// Cancel safe if `attempt` is: the subscription is released on drop.
+#[allow(clippy::too_many_arguments)]
 pub async fn wait_for<T, F, Fut>(
     client: &Client,
     primitive: &'static str,
+    owner: Option<OwnerId>,
     channel: &str,
     wake: WakeMode,
     deadline: Option<Instant>,
@@ -217,6 +220,9 @@ where
 {
     let mut acquisition = client.begin_acquisition(primitive)?;
     acquisition.naming(channel);
+    if let Some(owner) = owner {
+        acquisition.owned_by(owner);
+    }
     let mut failures = 0;
     let remaining = match open(
         client,

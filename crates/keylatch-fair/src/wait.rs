@@ -65,6 +65,7 @@ impl FairLock {
         };
         let mut acquisition = self.client.begin_acquisition("fair")?;
         acquisition.naming(self.name());
+        acquisition.owned_by(owner);
         let result = match options.wait() {
             Some(wait) if wait.is_zero() => {
                 match open(&self.client, self.attempt(&request, Queue::Never).await)? {

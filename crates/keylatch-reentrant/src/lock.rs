@@ -172,6 +172,7 @@ impl ReentrantLock {
         keylatch_core::wait_for(
             &self.client,
             "reentrant",
+            Some(owner),
             self.channel(),
             WakeMode::One,
             deadline,

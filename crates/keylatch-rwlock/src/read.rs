@@ -139,6 +139,7 @@ impl ReadLock {
         keylatch_core::wait_for(
             &self.shared.client,
             "read",
+            Some(owner),
             &self.shared.channel,
             WakeMode::All,
             deadline,

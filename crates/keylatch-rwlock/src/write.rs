@@ -218,6 +218,7 @@ impl WriteLock {
         let result = keylatch_core::wait_for(
             &shared.client,
             "write",
+            Some(owner),
             &shared.channel,
             WakeMode::One,
             deadline,

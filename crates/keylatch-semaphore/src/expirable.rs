@@ -439,6 +439,7 @@ impl PermitExpirableSemaphore {
         wait_for(
             &self.shared.client,
             "expirable_semaphore",
+            None,
             self.channel(),
             wake_mode(permits),
             deadline,

@@ -377,6 +377,7 @@ impl Semaphore {
         let taken = wait_for(
             &self.shared.client,
             "semaphore",
+            None,
             self.channel(),
             wake_mode(permits),
             options.deadline(),
