@@ -65,6 +65,9 @@ cargo clippy -p keylatch --lib --no-default-features --locked -- -D warnings
 step "tests (cargo test --workspace --all-targets --locked)"
 cargo test --workspace --all-targets --locked 2>&1 | tee -a "$TEST_LOG"
 
+step "tests without optional features (cargo test -p keylatch --no-default-features --test no_tls --locked)"
+cargo test -p keylatch --no-default-features --test no_tls --locked 2>&1 | tee -a "$TEST_LOG"
+
 step "doc tests (cargo test --workspace --doc --locked)"
 cargo test --workspace --doc --locked 2>&1 | tee -a "$TEST_LOG"
 

@@ -2,7 +2,7 @@
 //! Sentinel), TLS settings and credentials. The one place that handles secrets: they go from
 //! the configuration into redis-rs's connection settings and nowhere else.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use deadpool_redis::redis::{
     self, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
@@ -50,11 +50,12 @@ impl TlsConfig {
     }
 
     /// Reads the files into redis-rs's certificate set.
+    #[cfg(feature = "tls")]
     fn certificates(&self) -> Result<Option<redis::TlsCertificates>> {
         if !self.has_files() {
             return Ok(None);
         }
-        let read = |field: &'static str, path: &Path| {
+        let read = |field: &'static str, path: &std::path::Path| {
             std::fs::read(path).map_err(|source| Error::TlsFile {
                 field,
                 path: path.to_owned(),
@@ -252,10 +253,23 @@ impl Endpoint {
 /// Installs rustls's process-wide crypto provider (ring) if none is installed yet: redis-rs's
 /// TLS connections need one.
 fn install_crypto_provider() {
+    #[cfg(feature = "tls")]
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Another thread may have installed one meanwhile: either is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+}
+
+/// A TLS endpoint needs the `tls` feature: without it, a typed error that says so, before
+/// anything is sent.
+fn tls_support(url_is_tls: bool) -> Result<()> {
+    if url_is_tls && !cfg!(feature = "tls") {
+        return Err(Error::InvalidConfig {
+            field: "url",
+            reason: "TLS (rediss://) needs keylatch's `tls` feature, which this build leaves out",
+        });
+    }
+    Ok(())
 }
 
 /// The connection settings keylatch sends with every connection: the library's name, and the
@@ -281,6 +295,7 @@ pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
         url: shown.clone(),
         source,
     };
+    tls_support(config.url.trim_start().starts_with("rediss://"))?;
     let info: ConnectionInfo = config
         .url
         .as_str()
@@ -309,12 +324,11 @@ pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
         }
     }
     let info = info.set_addr(addr).set_redis_settings(settings);
-    match config.tls.certificates()? {
-        Some(certificates) if is_tls => {
-            redis::Client::build_with_tls(info, certificates).map_err(invalid)
-        }
-        _ => redis::Client::open(info).map_err(invalid),
+    #[cfg(feature = "tls")]
+    if is_tls && let Some(certificates) = config.tls.certificates()? {
+        return redis::Client::build_with_tls(info, certificates).map_err(invalid);
     }
+    redis::Client::open(info).map_err(invalid)
 }
 
 /// Says loudly that a connection trusts any certificate.
@@ -340,6 +354,7 @@ pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<Sent
             reason: "TLS settings need a rediss+sentinel:// URL",
         });
     }
+    tls_support(url.tls)?;
     let tls_mode = url.tls.then_some(if config.tls.insecure {
         warn_insecure(&shown);
         redis::TlsMode::Insecure
@@ -372,6 +387,7 @@ pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<Sent
     if let Some(password) = config.sentinel_password.as_deref() {
         builder = builder.set_client_to_sentinel_password(password);
     }
+    #[cfg(feature = "tls")]
     if let Some(mode) = tls_mode {
         install_crypto_provider();
         builder = builder
@@ -393,6 +409,7 @@ pub(crate) struct ClusterSettings {
     username: Option<String>,
     password: Option<String>,
     tls: Option<redis::TlsMode>,
+    #[cfg(feature = "tls")]
     certificates: Option<redis::TlsCertificates>,
     connect_timeout: std::time::Duration,
     response_timeout: std::time::Duration,
@@ -418,6 +435,7 @@ impl ClusterSettings {
                 reason: "TLS settings need a rediss+cluster:// URL",
             });
         }
+        tls_support(url.tls)?;
         let tls = url.tls.then(|| {
             if config.tls.insecure {
                 warn_insecure(&shown);
@@ -460,6 +478,7 @@ impl ClusterSettings {
     /// The settings for a cluster found behind a single server's URL (its node is the seed).
     pub(crate) fn from_node(config: &Config) -> Result<ClusterSettings> {
         let shown = redact_url(&config.url);
+        tls_support(config.url.trim_start().starts_with("rediss://"))?;
         let info: ConnectionInfo =
             config
                 .url
@@ -513,6 +532,7 @@ impl ClusterSettings {
             username,
             password,
             tls,
+            #[cfg(feature = "tls")]
             certificates: if tls.is_some() {
                 config.tls.certificates()?
             } else {
@@ -541,6 +561,7 @@ impl ClusterSettings {
         if let Some(password) = &self.password {
             builder = builder.password(password);
         }
+        #[cfg(feature = "tls")]
         if let Some(tls) = self.tls {
             builder = builder.tls(tls);
             if let Some(certificates) = &self.certificates {
@@ -561,6 +582,7 @@ impl ClusterSettings {
 pub(crate) fn is_tls_verification(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut current = Some(err);
     while let Some(err) = current {
+        #[cfg(feature = "tls")]
         if let Some(rustls) = err.downcast_ref::<rustls::Error>() {
             return matches!(
                 rustls,
