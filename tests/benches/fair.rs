@@ -68,10 +68,16 @@ struct Gaps {
     handed_over: Vec<Duration>,
 }
 
-async fn handoffs(client: &keylatch::Client, kind: Kind, name: &str, per_waiter: usize) -> Gaps {
+async fn handoffs(
+    client: &keylatch::Client,
+    kind: Kind,
+    name: &str,
+    waiters: usize,
+    per_waiter: usize,
+) -> Gaps {
     let events: Arc<Mutex<Vec<(Instant, Instant, usize)>>> = Arc::default();
     let mut tasks = Vec::new();
-    for task in 0..WAITERS {
+    for task in 0..waiters {
         let lock = kind.lock(client, name);
         let events = events.clone();
         tasks.push(tokio::spawn(async move {
@@ -283,65 +289,78 @@ async fn main() {
     );
     println!();
 
-    // 2. Hand-off, 16 waiters on one key: blocks of the two locks alternate, so drift (other
-    //    work on the machine) hits both alike.
-    let per_waiter = (sizes.handoffs / sizes.blocks / WAITERS).max(2);
-    let mut gaps: BTreeMap<&str, Gaps> = BTreeMap::new();
-    let mut commands: BTreeMap<&str, String> = BTreeMap::new();
-    for block in 0..sizes.blocks {
-        for kind in [Kind::Reentrant, Kind::Fair] {
-            let name = format!("bench:handoff:{}:{block}", kind.label());
-            let before = command_counts(&mut raw).await;
-            let block = handoffs(&client, kind, &name, per_waiter).await;
-            let after = command_counts(&mut raw).await;
-            commands.insert(
-                kind.label(),
-                command_delta(&before, &after, WAITERS * per_waiter),
-            );
-            let entry = gaps.entry(kind.label()).or_default();
-            entry.all.extend(block.all);
-            entry.handed_over.extend(block.handed_over);
+    // 2. Hand-off, 2, 8, 16 and 64 waiters on one key: blocks of the two locks alternate, so
+    //    drift (other work on the machine) hits both alike.
+    let mut summary = Vec::new();
+    for waiters in [2, 8, WAITERS, 64] {
+        let per_waiter = (sizes.handoffs / sizes.blocks / waiters).max(2);
+        let mut gaps: BTreeMap<&str, Gaps> = BTreeMap::new();
+        let mut commands: BTreeMap<&str, String> = BTreeMap::new();
+        for block in 0..sizes.blocks {
+            for kind in [Kind::Reentrant, Kind::Fair] {
+                let name = format!("bench:handoff:{}:{waiters}:{block}", kind.label());
+                let before = command_counts(&mut raw).await;
+                let block = handoffs(&client, kind, &name, waiters, per_waiter).await;
+                let after = command_counts(&mut raw).await;
+                commands.insert(
+                    kind.label(),
+                    command_delta(&before, &after, waiters * per_waiter),
+                );
+                let entry = gaps.entry(kind.label()).or_default();
+                entry.all.extend(block.all);
+                entry.handed_over.extend(block.handed_over);
+            }
         }
-    }
-    println!(
-        "2. hand-off, {WAITERS} waiters on one key, one client ({} blocks of {} hand-offs per lock, alternating)",
-        sizes.blocks,
-        WAITERS * per_waiter
-    );
-    for g in gaps.values_mut() {
-        g.all.sort();
-        g.handed_over.sort();
-    }
-    for kind in [Kind::Reentrant, Kind::Fair] {
-        let g = &gaps[kind.label()];
         println!(
-            "   {:<10} gap p50 {:7.1} us  p99 {:7.1} us  ({:.2} raw round trips at p50)",
-            kind.label(),
-            micros(percentile(&g.all, 0.5)),
-            micros(percentile(&g.all, 0.99)),
-            micros(percentile(&g.all, 0.5)) / micros(rt_p50)
+            "2. hand-off, {waiters} waiters on one key, one client ({} blocks of {} hand-offs per lock, alternating)",
+            sizes.blocks,
+            waiters * per_waiter
         );
+        for g in gaps.values_mut() {
+            g.all.sort();
+            g.handed_over.sort();
+        }
+        for kind in [Kind::Reentrant, Kind::Fair] {
+            let g = &gaps[kind.label()];
+            println!(
+                "   {:<10} gap p50 {:7.1} us  p99 {:7.1} us  ({:.2} raw round trips at p50)",
+                kind.label(),
+                micros(percentile(&g.all, 0.5)),
+                micros(percentile(&g.all, 0.99)),
+                micros(percentile(&g.all, 0.5)) / micros(rt_p50)
+            );
+            println!(
+                "              to another task ({:.0} %): p50 {:7.1} us  p99 {:7.1} us; the rest went back to the task that had just released",
+                100.0 * g.handed_over.len() as f64 / g.all.len().max(1) as f64,
+                micros(percentile(&g.handed_over, 0.5)),
+                micros(percentile(&g.handed_over, 0.99)),
+            );
+            println!(
+                "              per acquisition (evalsha usec: server time in scripts): {}",
+                commands[kind.label()]
+            );
+        }
+        let (f, r) = (&gaps["fair"], &gaps["reentrant"]);
+        let ratio =
+            |a: &[Duration], b: &[Duration], p| micros(percentile(a, p)) / micros(percentile(b, p));
         println!(
-            "              to another task ({:.0} %): p50 {:7.1} us  p99 {:7.1} us; the rest went back to the task that had just released",
-            100.0 * g.handed_over.len() as f64 / g.all.len().max(1) as f64,
-            micros(percentile(&g.handed_over, 0.5)),
-            micros(percentile(&g.handed_over, 0.99)),
+            "   ratio fair / reentrant: p50 {:.2}x, p99 {:.2}x (target <= 1.2x); against the reentrant lock's hand-offs to another task only: p50 {:.2}x, p99 {:.2}x",
+            ratio(&f.all, &r.all, 0.5),
+            ratio(&f.all, &r.all, 0.99),
+            ratio(&f.all, &r.handed_over, 0.5),
+            ratio(&f.all, &r.handed_over, 0.99),
         );
-        println!(
-            "              per acquisition (evalsha usec: server time in scripts): {}",
-            commands[kind.label()]
-        );
+        println!();
+        summary.push((
+            waiters,
+            ratio(&f.all, &r.all, 0.5),
+            ratio(&f.all, &r.handed_over, 0.5),
+        ));
     }
-    let (f, r) = (&gaps["fair"], &gaps["reentrant"]);
-    let ratio =
-        |a: &[Duration], b: &[Duration], p| micros(percentile(a, p)) / micros(percentile(b, p));
-    println!(
-        "   ratio fair / reentrant: p50 {:.2}x, p99 {:.2}x (target <= 1.5x); against the reentrant lock's hand-offs to another task only: p50 {:.2}x, p99 {:.2}x",
-        ratio(&f.all, &r.all, 0.5),
-        ratio(&f.all, &r.all, 0.99),
-        ratio(&f.all, &r.handed_over, 0.5),
-        ratio(&f.all, &r.handed_over, 0.99),
-    );
+    println!("hand-off p50, fair / reentrant (all hand-offs; to another task only):");
+    for (waiters, all, other) in &summary {
+        println!("   {waiters:>3} waiters: {all:.2}x; {other:.2}x");
+    }
     println!();
 
     // 3. FIFO: rounds of 16 waiters on 3 clients arriving 2 ms apart behind a holder.
