@@ -192,6 +192,13 @@ pub async fn cancellation_storm(
                 node.port()
             );
         }
+        let patterns = node.cli(&["PUBSUB", "NUMPAT"]).unwrap();
+        assert_eq!(
+            patterns.trim(),
+            "0",
+            "node {}: a pattern is still subscribed",
+            node.port()
+        );
     }
     println!(
         "{dropped} acquisitions dropped over {} names on {} node(s); left: {left:?}",

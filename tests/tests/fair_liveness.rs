@@ -6,7 +6,8 @@ use std::time::Duration;
 use keylatch::redis::AsyncCommands;
 use keylatch::{FairLock, LockGuard};
 use keylatch_tests::{
-    client_with, eventually, fair_waiter, queue_ids, raw, server, spawn_reporting, unique,
+    client_with, command_calls, eventually, fair_waiter, queue_ids, raw, server, spawn_reporting,
+    unique,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -274,4 +275,91 @@ async fn waiters_that_give_up_leave_at_once_and_pass_on_no_delay() {
         client.wait_idle().await;
         assert_eq!(client.stats().watchdog.holds, 0);
     }
+}
+
+/// Every fair waiter has a channel of its own, and owners are new for each acquisition: one
+/// pattern subscription per client and lock carries them all, so waits after the first cost
+/// no SUBSCRIBE and no second attempt, and every wait is still ended by its wake-up message
+/// (the fallback poll is 60 s). Once nobody waits, the pattern goes after the linger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pattern_carries_the_wake_ups_of_every_waiter_of_a_client() {
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let mut conn = raw(&server).await;
+    // A plain name, and one with every glob character (escaped in the pattern).
+    for name in [unique("fair-pattern"), unique("fair*pat?[te]r\\n")] {
+        let holder = holder_client.fair_lock(&name);
+        let waiter = waiter_client.fair_lock(&name);
+        let before = (
+            command_calls(&mut conn, "psubscribe").await,
+            command_calls(&mut conn, "subscribe").await,
+            command_calls(&mut conn, "evalsha").await,
+        );
+        let rounds = 5u64;
+        for round in 0..rounds {
+            let held = holder.lock().await.unwrap();
+            let waiting = tokio::spawn({
+                let waiter = waiter.clone();
+                async move {
+                    let guard = waiter.lock().await.unwrap();
+                    let acquired = Instant::now();
+                    guard.unlock().await.unwrap();
+                    acquired
+                }
+            });
+            // Read with a plain command, so the script count below is the locks' own.
+            let queue = format!("redisson_lock_queue:{{{name}}}");
+            let queued = eventually(Duration::from_secs(5), || {
+                let (mut conn, queue) = (conn.clone(), queue.clone());
+                async move { conn.llen::<_, usize>(&queue).await.unwrap() == 1 }
+            })
+            .await;
+            assert!(queued, "round {round}: the waiter did not queue");
+            let released = Instant::now();
+            held.unlock().await.unwrap();
+            let acquired = tokio::time::timeout(Duration::from_secs(10), waiting)
+                .await
+                .expect("woken by its message, not by the 60 s poll")
+                .unwrap();
+            println!(
+                "round {round}: the waiter acquired {:?} after the release",
+                acquired - released
+            );
+        }
+        let after = (
+            command_calls(&mut conn, "psubscribe").await,
+            command_calls(&mut conn, "subscribe").await,
+            command_calls(&mut conn, "evalsha").await,
+        );
+        // Per round: the holder's lock and unlock, the waiter's queueing attempt, its acquisition
+        // and its unlock; the first wait alone tries once more after subscribing.
+        let (psubscribes, subscribes, scripts) =
+            (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+        println!(
+            "{rounds} waits: {psubscribes} PSUBSCRIBE, {subscribes} SUBSCRIBE, {scripts} EVALSHA"
+        );
+        assert_eq!(psubscribes, 1, "one pattern for every wait of the client");
+        assert_eq!(subscribes, 0, "no channel subscribed per waiter");
+        // The first wait's extra attempt may be the one that acquires, if the release came
+        // before it.
+        assert!(
+            (rounds * 5..=rounds * 5 + 1).contains(&scripts),
+            "a second attempt after a later wait: {scripts} scripts"
+        );
+    }
+    // Nobody waits: the pattern goes once the linger has passed.
+    let gone = eventually(Duration::from_secs(5), || {
+        let mut conn = conn.clone();
+        async move {
+            let patterns: i64 = keylatch::redis::cmd("PUBSUB")
+                .arg("NUMPAT")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            patterns == 0
+        }
+    })
+    .await;
+    assert!(gone, "the pattern outlived the linger");
 }

@@ -53,12 +53,21 @@ struct HubShared {
     messages: AtomicU64,
     /// How long an unused channel stays subscribed.
     linger: Duration,
+    /// On a Redis Cluster: no pattern subscriptions.
+    cluster: bool,
+    /// The server refused a pattern (`NOPERM`: an ACL user's channel rules match patterns
+    /// only literally): waiters subscribe to their exact channels from then on.
+    patterns_denied: AtomicBool,
 }
 
 /// Everything that changes together, under one lock.
 #[derive(Default)]
 struct HubState {
+    /// What the server is asked to deliver: channels, and patterns (`pattern` set).
     channels: HashMap<String, ChannelState>,
+    /// Exact channels whose messages arrive through a pattern subscription: local waiters
+    /// only, nothing on the server (see [`PubSubHub::subscribe_covered`]).
+    covered: HashMap<String, ChannelState>,
     /// The sink of the current connection, if connected.
     sink: Option<Sink>,
     /// Bumped with every connection change, so a reconcile that ran on a dead connection does
@@ -78,6 +87,8 @@ impl std::fmt::Debug for HubState {
 
 #[derive(Debug)]
 struct ChannelState {
+    /// A pattern (`PSUBSCRIBE`), not a channel.
+    pattern: bool,
     refs: usize,
     /// Of `refs`, how many asked for [`WakeMode::All`] and how many for [`WakeMode::Counted`].
     all: usize,
@@ -96,6 +107,7 @@ struct ChannelState {
 impl ChannelState {
     fn new() -> ChannelState {
         ChannelState {
+            pattern: false,
             refs: 0,
             all: 0,
             counted: 0,
@@ -180,6 +192,8 @@ impl PubSubHub {
             reconnects: AtomicU64::new(0),
             messages: AtomicU64::new(0),
             linger,
+            cluster: topology.is_cluster(),
+            patterns_denied: AtomicBool::new(false),
         });
         let reader = if topology.is_cluster() {
             tokio::spawn(cluster_read_loop(
@@ -226,6 +240,7 @@ impl PubSubHub {
             channel: channel.to_owned(),
             notify,
             wake,
+            pattern: None,
         };
         if !subscribed {
             let (tx, rx) = oneshot::channel();
@@ -260,6 +275,105 @@ impl PubSubHub {
             channel: channel.to_owned(),
             notify: entry.notify.clone(),
             wake,
+            pattern: None,
+        })
+    }
+
+    /// Whether [`subscribe_covered`](Self::subscribe_covered) can use a pattern: not on a
+    /// Redis Cluster (sharded pub/sub has no patterns).
+    pub fn supports_patterns(&self) -> bool {
+        !self.shared.cluster && !self.shared.patterns_denied.load(Ordering::Relaxed)
+    }
+
+    /// Waits on the exact `channel` through a subscription to `pattern`, which must match
+    /// it: many channels of one shape (one per waiter, say) then share one server
+    /// subscription, kept while any of them is in use and for the linger after, so a later
+    /// waiter of the same shape joins with no round trip. Returns once the server has confirmed
+    /// the pattern, or after `bound`, as [`subscribe`](Self::subscribe) does. Only where
+    /// [`supports_patterns`](Self::supports_patterns); `channel` gets messages from both.
+    ///
+    /// # Errors
+    /// [`Error::NoPermission`](crate::Error::NoPermission) when the server refused the pattern
+    /// (then `supports_patterns` is false: subscribe to the exact channel instead).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as `subscribe`.
+    pub async fn subscribe_covered(
+        &self,
+        pattern: &str,
+        channel: &str,
+        wake: WakeMode,
+        bound: Duration,
+    ) -> crate::Result<Subscription> {
+        let (subscription, ready) = {
+            let mut state = self.shared.state.lock().expect("hub lock");
+            let entry = state
+                .channels
+                .entry(pattern.to_owned())
+                .or_insert_with(|| ChannelState {
+                    pattern: true,
+                    ..ChannelState::new()
+                });
+            entry.join(WakeMode::One);
+            let ready = entry.ready();
+            let local = state
+                .covered
+                .entry(channel.to_owned())
+                .or_insert_with(ChannelState::new);
+            local.join(wake);
+            let subscription = Subscription {
+                hub: self.shared.clone(),
+                channel: channel.to_owned(),
+                notify: local.notify.clone(),
+                wake,
+                pattern: Some(pattern.to_owned()),
+            };
+            (subscription, ready)
+        };
+        if !ready {
+            let (tx, rx) = oneshot::channel();
+            if self.shared.commands.send(HubCommand(Some(tx))).is_ok() {
+                let _ = tokio::time::timeout(bound, rx).await;
+            }
+        }
+        let state = self.shared.state.lock().expect("hub lock");
+        if state.channels.get(pattern).is_some_and(|c| c.denied) {
+            return Err(crate::Error::NoPermission {
+                what: format!("the channel pattern {pattern:?}"),
+                source: redis::RedisError::from((
+                    redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+                    "PSUBSCRIBE refused",
+                )),
+            });
+        }
+        drop(state);
+        Ok(subscription)
+    }
+
+    /// Joins `channel` through `pattern` only if the server delivers the pattern's messages
+    /// already (another waiter of the same shape uses it, or it lingers), with no round trip;
+    /// `None` otherwise. As [`join_if_subscribed`](Self::join_if_subscribed): a waiter that
+    /// joins before its first attempt cannot miss a message published after it.
+    pub fn join_if_covered(
+        &self,
+        pattern: &str,
+        channel: &str,
+        wake: WakeMode,
+    ) -> Option<Subscription> {
+        let mut state = self.shared.state.lock().expect("hub lock");
+        let entry = state.channels.get_mut(pattern).filter(|c| c.ready())?;
+        entry.join(WakeMode::One);
+        let local = state
+            .covered
+            .entry(channel.to_owned())
+            .or_insert_with(ChannelState::new);
+        local.join(wake);
+        Some(Subscription {
+            hub: self.shared.clone(),
+            channel: channel.to_owned(),
+            notify: local.notify.clone(),
+            wake,
+            pattern: Some(pattern.to_owned()),
         })
     }
 
@@ -268,10 +382,17 @@ impl PubSubHub {
         self.shared.state.lock().expect("hub lock").channels.len()
     }
 
-    /// Local waiters holding a subscription, summed over channels.
+    /// Local waiters holding a subscription, summed over channels (a waiter through a
+    /// pattern counts once).
     pub fn subscriber_count(&self) -> usize {
         let state = self.shared.state.lock().expect("hub lock");
-        state.channels.values().map(|c| c.refs).sum()
+        state
+            .channels
+            .values()
+            .filter(|c| !c.pattern)
+            .map(|c| c.refs)
+            .sum::<usize>()
+            + state.covered.values().map(|c| c.refs).sum::<usize>()
     }
 
     /// How many times the pub/sub connection was re-established.
@@ -297,6 +418,8 @@ pub struct Subscription {
     channel: String,
     notify: Arc<Notify>,
     wake: WakeMode,
+    /// The pattern that delivers `channel`, for a subscription through one.
+    pattern: Option<String>,
 }
 
 impl Subscription {
@@ -316,6 +439,22 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.hub.state.lock().expect("hub lock");
+        if let Some(pattern) = &self.pattern {
+            if let Some(local) = state.covered.get_mut(&self.channel) {
+                local.leave(self.wake);
+                if local.refs == 0 {
+                    state.covered.remove(&self.channel);
+                }
+            }
+            let Some(entry) = state.channels.get_mut(pattern) else {
+                return;
+            };
+            entry.leave(WakeMode::One);
+            if entry.refs == 0 {
+                let _ = self.hub.commands.send(HubCommand(None));
+            }
+            return;
+        }
         let Some(channel) = state.channels.get_mut(&self.channel) else {
             return;
         };
@@ -330,7 +469,11 @@ impl Drop for Subscription {
 
 /// What the server should be told, computed under the lock: channels to subscribe, channels
 /// idle for the linger to unsubscribe, and when the next idle one is due.
-fn plan(state: &mut HubState, linger: Duration) -> (Vec<String>, Vec<String>, Option<Instant>) {
+#[allow(clippy::type_complexity)]
+fn plan(
+    state: &mut HubState,
+    linger: Duration,
+) -> (Vec<(String, bool)>, Vec<(String, bool)>, Option<Instant>) {
     state
         .channels
         .retain(|_, c| c.refs > 0 || c.subscribed && !c.denied);
@@ -344,7 +487,7 @@ fn plan(state: &mut HubState, linger: Duration) -> (Vec<String>, Vec<String>, Op
         let due = c.idle_since.unwrap_or(now) + linger;
         if due <= now {
             c.unsubscribing = true;
-            unsubscribe.push(name.clone());
+            unsubscribe.push((name.clone(), c.pattern));
         } else {
             next_due = Some(next_due.map_or(due, |d| d.min(due)));
         }
@@ -353,7 +496,7 @@ fn plan(state: &mut HubState, linger: Duration) -> (Vec<String>, Vec<String>, Op
         .channels
         .iter()
         .filter(|(_, c)| c.refs > 0 && !c.subscribed && !c.denied)
-        .map(|(name, _)| name.clone())
+        .map(|(name, c)| (name.clone(), c.pattern))
         .collect();
     (subscribe, unsubscribe, next_due)
 }
@@ -380,7 +523,7 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
             if state.generation == generation {
                 // On failure the server's state is unknown: counted as unsubscribed, so a
                 // channel still in use is subscribed again (which is harmless if it still was).
-                for name in &unsubscribe {
+                for (name, _) in &unsubscribe {
                     if let Some(channel) = state.channels.get_mut(name) {
                         channel.subscribed = false;
                         channel.unsubscribing = false;
@@ -411,7 +554,7 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
             };
             let mut state = shared.state.lock().expect("hub lock");
             if state.generation == generation {
-                for name in &subscribed {
+                for (name, _) in &subscribed {
                     // Kept even if its references dropped meanwhile: the next round
                     // unsubscribes it.
                     if let Some(channel) = state.channels.get_mut(name) {
@@ -419,8 +562,15 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                     }
                 }
             }
-            for name in &denied {
-                tracing::warn!(channel = %name, "pub/sub: the ACL user may not subscribe");
+            for (name, pattern) in &denied {
+                if *pattern {
+                    // ACL channel rules match a pattern only literally: fall back to exact
+                    // channels for good, quietly.
+                    tracing::debug!(pattern = %name, "pub/sub: patterns refused; exact channels from now on");
+                    shared.patterns_denied.store(true, Ordering::Relaxed);
+                } else {
+                    tracing::warn!(channel = %name, "pub/sub: the ACL user may not subscribe");
+                }
                 if let Some(channel) = state.channels.get_mut(name) {
                     channel.denied = true;
                 }
@@ -474,8 +624,11 @@ fn dispatch(shared: &HubShared, channel: &str, payload: &[u8]) {
     shared.messages.fetch_add(1, Ordering::Relaxed);
     tracing::trace!(channel, "wake-up message");
     let state = shared.state.lock().expect("hub lock");
-    if let Some(channel) = state.channels.get(channel) {
-        channel.wake(payload);
+    if let Some(entry) = state.channels.get(channel) {
+        entry.wake(payload);
+    }
+    if let Some(entry) = state.covered.get(channel) {
+        entry.wake(payload);
     }
 }
 
@@ -492,10 +645,34 @@ enum Sink {
     },
 }
 
+/// Names of one kind: channels (`false`) or patterns (`true`).
+fn of_kind(names: &[(String, bool)], pattern: bool) -> Vec<&str> {
+    names
+        .iter()
+        .filter(|(_, p)| *p == pattern)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
 impl Sink {
-    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+    /// Subscribes to channels and patterns (`(name, is_pattern)`).
+    async fn subscribe(&mut self, names: &[(String, bool)]) -> redis::RedisResult<()> {
+        let channels = of_kind(names, false);
+        let patterns = of_kind(names, true);
         match self {
-            Sink::Classic(sink) => sink.subscribe(channels).await,
+            Sink::Classic(sink) => {
+                if !channels.is_empty() {
+                    sink.subscribe(channels).await?;
+                }
+                if !patterns.is_empty() {
+                    sink.psubscribe(patterns).await?;
+                }
+                Ok(())
+            }
+            Sink::Cluster { .. } if !patterns.is_empty() => Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "no pattern subscriptions on a Redis Cluster",
+            ))),
             Sink::Cluster { conn, sharded } => {
                 // One command per channel: channels of different slots live on different
                 // nodes (and a sharded one must name channels of one slot).
@@ -519,9 +696,20 @@ impl Sink {
         }
     }
 
-    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+    /// Unsubscribes from channels and patterns (`(name, is_pattern)`).
+    async fn unsubscribe(&mut self, names: &[(String, bool)]) -> redis::RedisResult<()> {
+        let channels = of_kind(names, false);
+        let patterns = of_kind(names, true);
         match self {
-            Sink::Classic(sink) => sink.unsubscribe(channels).await,
+            Sink::Classic(sink) => {
+                if !channels.is_empty() {
+                    sink.unsubscribe(channels).await?;
+                }
+                if !patterns.is_empty() {
+                    sink.punsubscribe(patterns).await?;
+                }
+                Ok(())
+            }
             Sink::Cluster { conn, sharded } => {
                 let sharded = *sharded;
                 let calls = channels.iter().map(|channel| {
@@ -546,7 +734,7 @@ impl Sink {
 
 fn wake_everyone(shared: &HubShared) {
     let state = shared.state.lock().expect("hub lock");
-    for channel in state.channels.values() {
+    for channel in state.channels.values().chain(state.covered.values()) {
         channel.notify.notify_waiters();
     }
 }

@@ -44,4 +44,24 @@ impl Keys {
     pub(crate) fn waiter_channel(&self, waiter: &str) -> String {
         format!("{}:{waiter}", self.channel)
     }
+
+    /// A pattern matching the wake-up channel of every waiter of one client (waiter ids are
+    /// `<client-id>:<number>`): `redisson_lock__channel:{name}:<client-id>:*`, with the glob
+    /// characters of the name escaped.
+    pub(crate) fn waiters_pattern(&self, client: &str) -> String {
+        let mut pattern = String::with_capacity(self.channel.len() + client.len() + 3);
+        for c in self
+            .channel
+            .chars()
+            .chain(std::iter::once(':'))
+            .chain(client.chars())
+        {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str(":*");
+        pattern
+    }
 }

@@ -134,7 +134,20 @@ impl FairLock {
         // two waits of one owner share the channel, as they share the place in the queue.
         let mut attempt = || self.attempt(request, Queue::Join);
         let hub = self.client.hub();
-        let subscription = match hub.join_if_subscribed(&channel, WakeMode::All) {
+        // Every waiter has a channel of its own, and owners are new for each acquisition: a
+        // pattern over this client's waiters of this lock is one server subscription for
+        // all of them, which lingers between waits, so a waiter mostly finds it ready and
+        // needs neither a SUBSCRIBE nor a second attempt. Not on a cluster (sharded pub/sub
+        // has no patterns).
+        let pattern = hub.supports_patterns().then(|| {
+            self.keys
+                .waiters_pattern(&request.owner.client().to_string())
+        });
+        let joined = match &pattern {
+            Some(pattern) => hub.join_if_covered(pattern, &channel, WakeMode::All),
+            None => hub.join_if_subscribed(&channel, WakeMode::All),
+        };
+        let subscription = match joined {
             Some(subscription) => subscription,
             None => {
                 let sent_at = Instant::now();
@@ -148,7 +161,23 @@ impl FairLock {
                 if deadline.is_some_and(|d| d <= Instant::now()) {
                     return Ok(None);
                 }
-                hub.subscribe(&channel, WakeMode::All, poll).await?
+                let covered = match &pattern {
+                    Some(pattern) => {
+                        match hub
+                            .subscribe_covered(pattern, &channel, WakeMode::All, poll)
+                            .await
+                        {
+                            // An ACL user whose channel rules do not name the pattern.
+                            Err(Error::NoPermission { .. }) => None,
+                            other => Some(other?),
+                        }
+                    }
+                    None => None,
+                };
+                match covered {
+                    Some(subscription) => subscription,
+                    None => hub.subscribe(&channel, WakeMode::All, poll).await?,
+                }
             }
         };
         loop {
