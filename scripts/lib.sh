@@ -117,7 +117,7 @@ cluster_port() {
 start_cluster_node() {
     local attempt port pid got _
     for attempt in 1 2 3 4 5; do
-        port="$(cluster_port)"
+        port="$(cluster_port)" || exit 1
         mkdir -p "$THROWAWAY_CLUSTER_DIR/$port"
         redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
             --daemonize no --dir "$THROWAWAY_CLUSTER_DIR/$port" \

@@ -104,7 +104,19 @@ async fn every_key_and_channel_of_a_lock_hashes_to_its_slot() {
     ];
     tokio::time::sleep(Duration::from_millis(500)).await;
     let keys = server.cli(&["KEYS", "*"]).unwrap();
-    let channels = server.cli(&["PUBSUB", "CHANNELS"]).unwrap();
+    let mut channels = server.cli(&["PUBSUB", "CHANNELS"]).unwrap();
+    // A fair waiter is woken on a channel of its own, which keylatch receives through one
+    // pattern per client and lock (not on a cluster): the channel a release publishes to is
+    // named by the waiter's id in the queue.
+    let patterns = server.cli(&["PUBSUB", "NUMPAT"]).unwrap();
+    assert_eq!(patterns.trim(), "1", "the fair waiter's pattern");
+    let queue = format!("redisson_lock_queue:{{{}}}", NAMES[1]);
+    for waiter in server.cli(&["LRANGE", &queue, "0", "-1"]).unwrap().lines() {
+        channels.push_str(&format!(
+            "\nredisson_lock__channel:{{{}}}:{waiter}",
+            NAMES[1]
+        ));
+    }
     drop((reentrant, fair, read, permit, lease, braces));
     for wait in waits {
         let _ = wait.await.unwrap();

@@ -363,3 +363,47 @@ async fn one_pattern_carries_the_wake_ups_of_every_waiter_of_a_client() {
     .await;
     assert!(gone, "the pattern outlived the linger");
 }
+
+/// A server that refuses patterns (here `PSUBSCRIBE` is renamed away; an ACL user whose
+/// channel rules do not name the pattern is refused the same way): fair waiters fall back to
+/// their own channels and are still woken by their messages, not by the 60 s poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_patterns_waiters_use_their_own_channels() {
+    let server = keylatch_testkit::RedisServer::builder()
+        .config_line("rename-command PSUBSCRIBE \"\"")
+        .start()
+        .unwrap();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let name = unique("fair-no-pattern");
+    let holder = holder_client.fair_lock(&name);
+    let waiter = waiter_client.fair_lock(&name);
+    for round in 0..3 {
+        let held = holder.lock().await.unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move {
+                let guard = waiter.lock().await.unwrap();
+                let acquired = Instant::now();
+                guard.unlock().await.unwrap();
+                acquired
+            }
+        });
+        let queued = eventually(Duration::from_secs(5), || async {
+            holder.queue().await.unwrap().len() == 1
+        })
+        .await;
+        assert!(queued, "round {round}: the waiter did not queue");
+        let released = Instant::now();
+        held.unlock().await.unwrap();
+        let acquired = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("woken by its message, not by the 60 s poll")
+            .unwrap();
+        println!(
+            "round {round} without patterns: acquired {:?} after the release",
+            acquired - released
+        );
+    }
+    assert!(!waiter_client.core().hub().supports_patterns());
+}

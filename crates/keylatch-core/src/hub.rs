@@ -293,8 +293,9 @@ impl PubSubHub {
     /// [`supports_patterns`](Self::supports_patterns); `channel` gets messages from both.
     ///
     /// # Errors
-    /// [`Error::NoPermission`](crate::Error::NoPermission) when the server refused the pattern
-    /// (then `supports_patterns` is false: subscribe to the exact channel instead).
+    /// [`Error::NoPermission`](crate::Error::NoPermission) when the server refused the pattern,
+    /// or patterns are not available (a cluster, or refused before): subscribe to the exact
+    /// channel instead.
     ///
     /// # Cancel safety
     /// Cancel safe, as `subscribe`.
@@ -305,6 +306,15 @@ impl PubSubHub {
         wake: WakeMode,
         bound: Duration,
     ) -> crate::Result<Subscription> {
+        if !self.supports_patterns() {
+            return Err(crate::Error::NoPermission {
+                what: format!("the channel pattern {pattern:?} (patterns are not available here)"),
+                source: redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "no pattern subscriptions",
+                )),
+            });
+        }
         let (subscription, ready) = {
             let mut state = self.shared.state.lock().expect("hub lock");
             let entry = state
@@ -428,6 +438,12 @@ impl Subscription {
         &self.channel
     }
 
+    /// Whether the server refused the pattern this subscription relies on: its channel's
+    /// messages no longer arrive, and the waiter should subscribe to the channel itself.
+    pub fn pattern_refused(&self) -> bool {
+        self.pattern.is_some() && self.hub.patterns_denied.load(Ordering::Relaxed)
+    }
+
     /// A future that completes on the next wake-up of this channel. Create and `enable` it
     /// *before* re-checking the condition, so a message between the check and the wait is not
     /// missed.
@@ -518,7 +534,26 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
             return (true, due);
         }
         if !unsubscribe.is_empty() {
-            let unsubscribed = sink.unsubscribe(&unsubscribe).await.is_ok();
+            let (channels, patterns): (Vec<_>, Vec<_>) = unsubscribe
+                .iter()
+                .cloned()
+                .partition(|(_, pattern)| !pattern);
+            let mut unsubscribed = true;
+            if !channels.is_empty() {
+                unsubscribed = sink.unsubscribe(&channels).await.is_ok();
+            }
+            if unsubscribed && !patterns.is_empty() {
+                match sink.unsubscribe(&patterns).await {
+                    Ok(()) => {}
+                    // Refused (an ACL user without `+punsubscribe`): the pattern stays on the
+                    // server until the connection closes, so use no more of them.
+                    Err(err) if is_refusal(&err) => {
+                        tracing::debug!(error = %err, "pub/sub: PUNSUBSCRIBE refused; exact channels from now on");
+                        shared.patterns_denied.store(true, Ordering::Relaxed);
+                    }
+                    Err(_) => unsubscribed = false,
+                }
+            }
             let mut state = shared.state.lock().expect("hub lock");
             if state.generation == generation {
                 // On failure the server's state is unknown: counted as unsubscribed, so a
@@ -534,14 +569,16 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                 return (false, None);
             }
         }
-        if !subscribe.is_empty() {
-            let (subscribed, denied) = match sink.subscribe(&subscribe).await {
-                Ok(()) => (subscribe, Vec::new()),
+        let (channels, patterns): (Vec<_>, Vec<_>) =
+            subscribe.into_iter().partition(|(_, pattern)| !pattern);
+        if !channels.is_empty() {
+            let (subscribed, denied) = match sink.subscribe(&channels).await {
+                Ok(()) => (channels, Vec::new()),
                 Err(err) if is_noperm(&err) => {
                     // The ACL user may not use some channel: find which, one at a time.
                     let mut subscribed = Vec::new();
                     let mut denied = Vec::new();
-                    for name in subscribe {
+                    for name in channels {
                         match sink.subscribe(std::slice::from_ref(&name)).await {
                             Ok(()) => subscribed.push(name),
                             Err(err) if is_noperm(&err) => denied.push(name),
@@ -562,17 +599,41 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                     }
                 }
             }
-            for (name, pattern) in &denied {
-                if *pattern {
-                    // ACL channel rules match a pattern only literally: fall back to exact
-                    // channels for good, quietly.
-                    tracing::debug!(pattern = %name, "pub/sub: patterns refused; exact channels from now on");
-                    shared.patterns_denied.store(true, Ordering::Relaxed);
-                } else {
-                    tracing::warn!(channel = %name, "pub/sub: the ACL user may not subscribe");
-                }
+            for (name, _) in &denied {
+                tracing::warn!(channel = %name, "pub/sub: the ACL user may not subscribe");
                 if let Some(channel) = state.channels.get_mut(name) {
                     channel.denied = true;
+                }
+            }
+        }
+        if !patterns.is_empty() {
+            let refused = match sink.subscribe(&patterns).await {
+                Ok(()) => false,
+                // Any refusal (`NOPERM`: an ACL user's channel rules match a pattern only
+                // literally; a renamed or missing command): exact channels for good.
+                Err(err) if is_refusal(&err) => {
+                    tracing::debug!(error = %err, "pub/sub: patterns refused; exact channels from now on");
+                    true
+                }
+                Err(_) => return (false, None),
+            };
+            let mut state = shared.state.lock().expect("hub lock");
+            if refused {
+                shared.patterns_denied.store(true, Ordering::Relaxed);
+                for (name, _) in &patterns {
+                    if let Some(entry) = state.channels.get_mut(name) {
+                        entry.denied = true;
+                    }
+                }
+                // Waiters already on a pattern switch to their own channel when they wake.
+                for entry in state.covered.values() {
+                    entry.notify.notify_waiters();
+                }
+            } else if state.generation == generation {
+                for (name, _) in &patterns {
+                    if let Some(entry) = state.channels.get_mut(name) {
+                        entry.subscribed = true;
+                    }
                 }
             }
         }
@@ -611,6 +672,11 @@ async fn reconcile_loop(
             let _ = ack.send(ok);
         }
     }
+}
+
+/// An error reply from the server (as opposed to a lost connection or a timeout).
+fn is_refusal(err: &redis::RedisError) -> bool {
+    !(err.is_io_error() || err.is_connection_dropped() || err.is_timeout())
 }
 
 fn is_noperm(err: &redis::RedisError) -> bool {

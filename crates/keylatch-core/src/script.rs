@@ -148,7 +148,7 @@ impl LuaScript {
         ScriptCall {
             script: self,
             keys: Vec::new(),
-            args: Vec::new(),
+            args: redis::Cmd::new(),
         }
     }
 
@@ -179,7 +179,8 @@ impl std::fmt::Debug for LuaScript {
 pub struct ScriptCall {
     script: &'static LuaScript,
     keys: Vec<String>,
-    args: Vec<Vec<u8>>,
+    /// The arguments, serialised as they are added into one buffer (a command with no name).
+    args: redis::Cmd,
 }
 
 impl ScriptCall {
@@ -191,7 +192,7 @@ impl ScriptCall {
 
     /// Adds an argument (`ARGV[n]`).
     pub fn arg(mut self, arg: impl ToRedisArgs) -> Self {
-        self.args.extend(arg.to_redis_args());
+        self.args.arg(arg);
         self
     }
 
@@ -212,8 +213,10 @@ impl ScriptCall {
         for key in &self.keys {
             cmd.arg(key);
         }
-        for arg in &self.args {
-            cmd.arg(arg.as_slice());
+        for arg in self.args.args_iter() {
+            if let redis::Arg::Simple(bytes) = arg {
+                cmd.arg(bytes);
+            }
         }
         cmd
     }

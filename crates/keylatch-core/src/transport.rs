@@ -260,6 +260,12 @@ fn install_crypto_provider() {
     }
 }
 
+/// Whether a single server's URL asks for TLS (`rediss://`, `valkeys://`, any case).
+fn is_tls_url(url: &str) -> bool {
+    let scheme = url.trim_start().split("://").next().unwrap_or("");
+    scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+}
+
 /// A TLS endpoint needs the `tls` feature: without it, a typed error that says so, before
 /// anything is sent.
 fn tls_support(url_is_tls: bool) -> Result<()> {
@@ -295,7 +301,7 @@ pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
         url: shown.clone(),
         source,
     };
-    tls_support(config.url.trim_start().starts_with("rediss://"))?;
+    tls_support(is_tls_url(&config.url))?;
     let info: ConnectionInfo = config
         .url
         .as_str()
@@ -478,7 +484,7 @@ impl ClusterSettings {
     /// The settings for a cluster found behind a single server's URL (its node is the seed).
     pub(crate) fn from_node(config: &Config) -> Result<ClusterSettings> {
         let shown = redact_url(&config.url);
-        tls_support(config.url.trim_start().starts_with("rediss://"))?;
+        tls_support(is_tls_url(&config.url))?;
         let info: ConnectionInfo =
             config
                 .url

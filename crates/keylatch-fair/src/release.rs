@@ -19,7 +19,7 @@ pub(crate) struct FairRelease {
 #[async_trait]
 impl HoldRelease for FairRelease {
     async fn release(&self, owner: OwnerId) -> Result<()> {
-        let call = self.keys.call(&RELEASE).arg(owner.to_string());
+        let call = self.keys.call(&RELEASE).arg(owner);
         match self.client.eval_value(&call).await? {
             Value::Nil => Err(Error::NotHeld {
                 name: self.keys.name.to_string(),
@@ -32,11 +32,7 @@ impl HoldRelease for FairRelease {
     }
 
     async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()> {
-        let call = self
-            .keys
-            .call(&RELEASE_IF_COUNT)
-            .arg(owner.to_string())
-            .arg(expected);
+        let call = self.keys.call(&RELEASE_IF_COUNT).arg(owner).arg(expected);
         let _released: i64 = self.client.eval(&call).await?;
         Ok(())
     }

@@ -147,7 +147,7 @@ impl FairLock {
             Some(pattern) => hub.join_if_covered(pattern, &channel, WakeMode::All),
             None => hub.join_if_subscribed(&channel, WakeMode::All),
         };
-        let subscription = match joined {
+        let mut subscription = match joined {
             Some(subscription) => subscription,
             None => {
                 let sent_at = Instant::now();
@@ -181,6 +181,10 @@ impl FairLock {
             }
         };
         loop {
+            if subscription.pattern_refused() {
+                // The server refused the pattern after this waiter joined it: its own channel.
+                subscription = hub.subscribe(&channel, WakeMode::All, poll).await?;
+            }
             let notified = subscription.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();

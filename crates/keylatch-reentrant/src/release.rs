@@ -24,7 +24,7 @@ impl HoldRelease for ReentrantRelease {
             .key(&*self.name)
             .key(&*self.channel)
             .arg(UNLOCK_MESSAGE)
-            .arg(owner.to_string());
+            .arg(owner);
         match self.client.eval_value(&call).await? {
             Value::Nil => Err(Error::NotHeld {
                 name: self.name.to_string(),
@@ -42,7 +42,7 @@ impl HoldRelease for ReentrantRelease {
             .key(&*self.name)
             .key(&*self.channel)
             .arg(UNLOCK_MESSAGE)
-            .arg(owner.to_string())
+            .arg(owner)
             .arg(expected);
         let _released: i64 = self.client.eval(&call).await?;
         Ok(())

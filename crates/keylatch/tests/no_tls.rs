@@ -9,6 +9,7 @@ use keylatch::{Client, Error};
 async fn tls_urls_need_the_tls_feature() {
     for url in [
         "rediss://127.0.0.1:1",
+        "REDISS://127.0.0.1:1",
         "rediss+sentinel://127.0.0.1:1/jobs",
         "rediss+cluster://127.0.0.1:1",
     ] {
