@@ -407,3 +407,65 @@ async fn without_patterns_waiters_use_their_own_channels() {
     }
     assert!(!waiter_client.core().hub().supports_patterns());
 }
+
+/// Each pattern costs the server a little on every publish, so a client holds at most
+/// `Config::pubsub_patterns` of them: with a budget of 1, waiters on a second fair lock take
+/// their own channels, and every waiter is still woken by its message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_holds_no_more_patterns_than_its_budget() {
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let waiter_client = keylatch::Client::connect_with(
+        keylatch::Config::builder()
+            .url(server.url())
+            .fallback_poll(SLOW_POLL)
+            .pubsub_patterns(1)
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let names = [unique("fair-budget-a"), unique("fair-budget-b")];
+    let mut held = Vec::new();
+    let mut waiting = Vec::new();
+    for name in &names {
+        held.push(holder_client.fair_lock(name).lock().await.unwrap());
+        let waiter = waiter_client.fair_lock(name);
+        waiting.push(tokio::spawn(async move {
+            waiter.lock().await.unwrap().unlock().await.unwrap();
+        }));
+        let queued = eventually(Duration::from_secs(5), || async {
+            holder_client.fair_lock(name).queue().await.unwrap().len() == 1
+        })
+        .await;
+        assert!(queued, "{name}: the waiter did not queue");
+    }
+    let mut conn = raw(&server).await;
+    let patterns: i64 = keylatch::redis::cmd("PUBSUB")
+        .arg("NUMPAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let channels: Vec<String> = keylatch::redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg("redisson_lock__channel:*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    println!("budget 1, two fair locks waited on: {patterns} pattern, channels {channels:?}");
+    assert_eq!(patterns, 1, "one pattern, the budget");
+    assert_eq!(
+        channels.len(),
+        1,
+        "the second lock's waiter on its own channel"
+    );
+    for guard in held {
+        guard.unlock().await.unwrap();
+    }
+    for wait in waiting {
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("woken by its message, not by the 60 s poll")
+            .unwrap();
+    }
+}

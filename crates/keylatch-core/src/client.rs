@@ -226,6 +226,7 @@ impl Client {
             config.subscription_linger,
             reconnected.clone(),
             config.sharded_pubsub,
+            config.pubsub_patterns,
         );
         let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone(), reconnected);
         let watcher = Topology::start_watcher(&topology);

@@ -58,6 +58,8 @@ struct HubShared {
     /// The server refused a pattern (`NOPERM`: an ACL user's channel rules match patterns
     /// only literally): waiters subscribe to their exact channels from then on.
     patterns_denied: AtomicBool,
+    /// The most patterns in use at once (`Config::pubsub_patterns`).
+    max_patterns: usize,
 }
 
 /// Everything that changes together, under one lock.
@@ -183,6 +185,7 @@ impl PubSubHub {
         linger: Duration,
         reconnected: Arc<Notify>,
         sharded: bool,
+        max_patterns: usize,
     ) -> (PubSubHub, Vec<tokio::task::JoinHandle<()>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(HubShared {
@@ -194,6 +197,7 @@ impl PubSubHub {
             linger,
             cluster: topology.is_cluster(),
             patterns_denied: AtomicBool::new(false),
+            max_patterns,
         });
         let reader = if topology.is_cluster() {
             tokio::spawn(cluster_read_loop(
@@ -282,7 +286,9 @@ impl PubSubHub {
     /// Whether [`subscribe_covered`](Self::subscribe_covered) can use a pattern: not on a
     /// Redis Cluster (sharded pub/sub has no patterns).
     pub fn supports_patterns(&self) -> bool {
-        !self.shared.cluster && !self.shared.patterns_denied.load(Ordering::Relaxed)
+        self.shared.max_patterns > 0
+            && !self.shared.cluster
+            && !self.shared.patterns_denied.load(Ordering::Relaxed)
     }
 
     /// Waits on the exact `channel` through a subscription to `pattern`, which must match
@@ -292,10 +298,9 @@ impl PubSubHub {
     /// the pattern, or after `bound`, as [`subscribe`](Self::subscribe) does. Only where
     /// [`supports_patterns`](Self::supports_patterns); `channel` gets messages from both.
     ///
-    /// # Errors
-    /// [`Error::NoPermission`](crate::Error::NoPermission) when the server refused the pattern,
-    /// or patterns are not available (a cluster, or refused before): subscribe to the exact
-    /// channel instead.
+    /// `None` when no pattern can be used: not [`supports_patterns`](Self::supports_patterns),
+    /// the client's budget of patterns ([`Config::pubsub_patterns`](crate::Config)) is spent,
+    /// or the server refused it; subscribe to the exact channel instead.
     ///
     /// # Cancel safety
     /// Cancel safe, as `subscribe`.
@@ -305,18 +310,17 @@ impl PubSubHub {
         channel: &str,
         wake: WakeMode,
         bound: Duration,
-    ) -> crate::Result<Subscription> {
+    ) -> Option<Subscription> {
         if !self.supports_patterns() {
-            return Err(crate::Error::NoPermission {
-                what: format!("the channel pattern {pattern:?} (patterns are not available here)"),
-                source: redis::RedisError::from((
-                    redis::ErrorKind::Client,
-                    "no pattern subscriptions",
-                )),
-            });
+            return None;
         }
         let (subscription, ready) = {
             let mut state = self.shared.state.lock().expect("hub lock");
+            let in_use = state.channels.values().filter(|c| c.pattern).count();
+            if !state.channels.contains_key(pattern) && in_use >= self.shared.max_patterns {
+                // The budget is spent: the server would pay for one more on every publish.
+                return None;
+            }
             let entry = state
                 .channels
                 .entry(pattern.to_owned())
@@ -348,16 +352,12 @@ impl PubSubHub {
         }
         let state = self.shared.state.lock().expect("hub lock");
         if state.channels.get(pattern).is_some_and(|c| c.denied) {
-            return Err(crate::Error::NoPermission {
-                what: format!("the channel pattern {pattern:?}"),
-                source: redis::RedisError::from((
-                    redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
-                    "PSUBSCRIBE refused",
-                )),
-            });
+            // Refused (see `supports_patterns`): the waiter takes its own channel.
+            drop(state);
+            return None;
         }
         drop(state);
-        Ok(subscription)
+        Some(subscription)
     }
 
     /// Joins `channel` through `pattern` only if the server delivers the pattern's messages

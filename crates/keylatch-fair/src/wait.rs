@@ -163,14 +163,8 @@ impl FairLock {
                 }
                 let covered = match &pattern {
                     Some(pattern) => {
-                        match hub
-                            .subscribe_covered(pattern, &channel, WakeMode::All, poll)
+                        hub.subscribe_covered(pattern, &channel, WakeMode::All, poll)
                             .await
-                        {
-                            // An ACL user whose channel rules do not name the pattern.
-                            Err(Error::NoPermission { .. }) => None,
-                            other => Some(other?),
-                        }
                     }
                     None => None,
                 };
