@@ -288,7 +288,7 @@ async fn main() {
         "4. hand-offs under contention, one name, {handoff_ms} ms per run",
         handoff_ms = sizes.handoff_ms
     );
-    for writers in [8usize, 64] {
+    for writers in [2usize, 8, 64] {
         let mut rates = Vec::new();
         for kind in ["write lock", "reentrant lock"] {
             let name = format!("bench:handoff:{kind}:{writers}").replace(' ', "-");
