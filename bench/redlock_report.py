@@ -7,31 +7,16 @@ only.
 """
 
 import argparse
-import json
-import os
 import sys
 
-START, END = "<!-- redlock:start -->", "<!-- redlock:end -->"
+import docsection
+
 HEADING = "## RedLock over 3 and 5 servers"
 INTRO = """\
 keylatch's `RedLock` against rslock's `LockManager`, the other Rust implementation of the
 RedLock algorithm (one lock on a majority of independent servers), over the same throwaway
 redis-servers on loopback (`./scripts/bench.sh`, its RedLock step; `./scripts/bench.sh
 --redlock-only` runs that step alone). Both use the same fixed lease and no watchdog."""
-
-
-def load(results_dir):
-    records = []
-    for name in sorted(os.listdir(results_dir)):
-        if name.endswith(".jsonl"):
-            with open(os.path.join(results_dir, name)) as f:
-                records += [json.loads(line) for line in f if line.strip()]
-    meta = {}
-    path = os.path.join(results_dir, "meta.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            meta = json.load(f)
-    return records, meta
 
 
 def us(v):
@@ -197,22 +182,14 @@ def main():
     ap.add_argument("--results", required=True)
     ap.add_argument("--doc", required=True)
     args = ap.parse_args()
-    records, meta = load(args.results)
+    records, extra = docsection.load(args.results)
+    meta = extra.get("meta", {})
     if not records:
         sys.exit("redlock report: no results found")
     print(console(records))
     section = markdown(records, meta)
-    with open(args.doc) as f:
-        doc = f.read()
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-    else:
-        # First run: the section goes at the end of the file.
-        head = doc.rstrip("\n") + "\n\n" + HEADING + "\n\n" + INTRO + "\n\n"
-        tail = "\n"
-    with open(args.doc, "w") as f:
-        f.write(head + START + "\n" + section.rstrip() + "\n" + END + tail)
+    # First run: the section goes at the end of the file, under its heading.
+    docsection.replace(args.doc, "redlock", section, heading=HEADING + "\n\n" + INTRO)
     print(f"redlock report: wrote {args.doc} (RedLock section)")
 
 

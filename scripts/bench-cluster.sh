@@ -73,9 +73,9 @@ if r["holds"]:
 done
 
 section "summary"
-python3 - "$OUT" "$ROUNDS" "$DURATION" "$DOC" "$ROOT/docs/benchmarks.md" <<'EOF'
+python3 - "$OUT" "$ROUNDS" "$DURATION" "$DOC" "$ROOT/docs/benchmarks.md" "$ROOT/bench" <<'EOF'
 import json, os, statistics, subprocess, sys, time
-out, rounds, duration, doc, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", sys.argv[5]
+out, rounds, duration, doc, path, bench = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", sys.argv[5], sys.argv[6]
 runs = {t: [json.load(open(os.path.join(out, f"{t}-{i}.json"))) for i in range(1, rounds + 1)]
         for t in ("single", "cluster")}
 med = lambda t, k: statistics.median(r[k] for r in runs[t])
@@ -120,13 +120,9 @@ lines += [
 table = "\n".join(lines)
 print(table)
 if doc:
-    text = open(path).read()
-    start, end = "<!-- cluster:start -->", "<!-- cluster:end -->"
-    if start not in text or end not in text:
-        sys.exit(f"{path} has no {start} … {end} section")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    open(path, "w").write(f"{head}{start}\n{table}\n{end}{tail}")
+    sys.path.insert(0, bench)
+    import docsection
+    docsection.replace(path, "cluster", table)
     print(f"\nwrote the cluster section of {path}")
 EOF
 rm -rf "$OUT"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for scripts/*.sh. Source it; don't run it.
 # Needs bash. Defines: section, log, die, free_port, start_throwaway_redis,
-# stop_throwaway_redis, start_throwaway_cluster, stop_throwaway_cluster.
+# stop_throwaway_redis, redis_answers, start_throwaway_cluster, stop_throwaway_cluster.
 
 # Name shown in front of messages; scripts set it before sourcing.
 : "${SCRIPT_NAME:=scripts}"
@@ -34,6 +34,21 @@ print(s.getsockname()[1])'
 # shellcheck disable=SC2034 # read by the scripts that source this file
 THROWAWAY_REDIS_PID="" THROWAWAY_REDIS_DIR="" THROWAWAY_REDIS_PORT=""
 
+# Waits (10 s at most) until the redis-server with pid $1 answers on 127.0.0.1:$2; fails if
+# it exits first or never answers. The pid is checked too: another server might have the
+# port. (redis-cli has no read timeout of its own, hence `timeout`.)
+redis_answers() {
+    local pid="$1" port="$2" got _
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        got="$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null |
+            tr -d '\r' | sed -n 's/^process_id://p')" || true
+        [ "$got" = "$pid" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # Starts a redis-server without persistence on a free loopback port, in the
 # background, and waits until it answers PING (10 s at most). Sets
 # THROWAWAY_REDIS_PORT/_PID/_DIR. Call stop_throwaway_redis (e.g. from an EXIT
@@ -42,7 +57,7 @@ start_throwaway_redis() {
     command -v redis-server >/dev/null 2>&1 || die "redis-server not found; run ./scripts/setup.sh"
     command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found; run ./scripts/setup.sh"
     THROWAWAY_REDIS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/keylatch-script-redis.XXXXXX")"
-    local attempt port pid _ got
+    local attempt port pid
     for attempt in 1 2 3 4 5; do
         port="$(free_port)"
         redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
@@ -51,20 +66,12 @@ start_throwaway_redis() {
             </dev/null >>"$THROWAWAY_REDIS_DIR/stdio.log" 2>&1 &
         pid=$!
         THROWAWAY_REDIS_PID="$pid"
-        for _ in $(seq 1 100); do
-            kill -0 "$pid" 2>/dev/null || break
-            # Check the pid too: another server might have grabbed the port.
-            # (redis-cli has no read timeout of its own.)
-            got="$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null |
-                tr -d '\r' | sed -n 's/^process_id://p')" || true
-            if [ "$got" = "$pid" ]; then
-                # shellcheck disable=SC2034 # read by the sourcing script
-                THROWAWAY_REDIS_PORT="$port"
-                log "started redis-server (pid $pid) on 127.0.0.1:$port"
-                return 0
-            fi
-            sleep 0.1
-        done
+        if redis_answers "$pid" "$port"; then
+            # shellcheck disable=SC2034 # read by the sourcing script
+            THROWAWAY_REDIS_PORT="$port"
+            log "started redis-server (pid $pid) on 127.0.0.1:$port"
+            return 0
+        fi
         kill -9 "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         THROWAWAY_REDIS_PID=""
@@ -115,7 +122,7 @@ cluster_port() {
 # Starts one cluster node on a free port (5 attempts); appends it to
 # THROWAWAY_CLUSTER_PORTS/_PIDS.
 start_cluster_node() {
-    local attempt port pid got _
+    local attempt port pid
     for attempt in 1 2 3 4 5; do
         port="$(cluster_port)" || exit 1
         mkdir -p "$THROWAWAY_CLUSTER_DIR/$port"
@@ -126,16 +133,7 @@ start_cluster_node() {
             --logfile "$THROWAWAY_CLUSTER_DIR/$port/redis.log" \
             </dev/null >>"$THROWAWAY_CLUSTER_DIR/$port/stdio.log" 2>&1 &
         pid=$!
-        got=""
-        for _ in $(seq 1 100); do
-            kill -0 "$pid" 2>/dev/null || break
-            # Check the pid too: another server might have the port.
-            got="$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null |
-                tr -d '\r' | sed -n 's/^process_id://p')" || true
-            [ "$got" = "$pid" ] && break
-            sleep 0.1
-        done
-        if [ "$got" = "$pid" ]; then
+        if redis_answers "$pid" "$port"; then
             THROWAWAY_CLUSTER_PIDS+=("$pid")
             THROWAWAY_CLUSTER_PORTS+=("$port")
             return 0

@@ -281,3 +281,39 @@ impl TakeUnguarded for keylatch::Semaphore {
             .is_some())
     }
 }
+
+/// Every event formatted by the global tracing subscriber that [`capture`] installs, in one
+/// buffer (no colour codes).
+#[derive(Clone, Debug, Default)]
+pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// What has been captured so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Installs, once per test binary, a global `fmt` subscriber at `level` that writes into the
+/// returned buffer.
+pub fn capture(level: tracing::Level) -> Captured {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    captured
+}

@@ -46,16 +46,7 @@ async fn main() {
         }
     };
     let server = RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)");
-    let mut builder = keylatch::Config::builder().url(server.url());
-    if let Some(n) = std::env::var("KEYLATCH_BENCH_CONNECTIONS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-    {
-        builder = builder.connections(n);
-    }
-    let client = keylatch::Client::connect_with(builder.build().expect("config"))
-        .await
-        .expect("connect");
+    let client = common::client(&server).await;
     let raw_client = redis::Client::open(server.url()).unwrap();
     let mut raw = raw_client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(RAW_SCRIPT);

@@ -8,6 +8,8 @@
 //! cargo bench -p keylatch-tests --bench tax                 # 4 blocks of 2 s per side and size
 //! KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch-tests --bench tax
 //! ```
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -84,16 +86,7 @@ async fn main() {
         (4, Duration::from_millis(2000))
     };
     let server = RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)");
-    let mut config = keylatch::Config::builder().url(server.url());
-    if let Some(n) = std::env::var("KEYLATCH_BENCH_CONNECTIONS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-    {
-        config = config.connections(n);
-    }
-    let client = keylatch::Client::connect_with(config.build().expect("config"))
-        .await
-        .expect("connect");
+    let client = common::client(&server).await;
     let raw_client = redis::Client::open(server.url()).unwrap();
     let raw = raw_client.get_multiplexed_async_connection().await.unwrap();
     let acquire = Arc::new(redis::Script::new(include_str!(

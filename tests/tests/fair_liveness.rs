@@ -277,6 +277,41 @@ async fn waiters_that_give_up_leave_at_once_and_pass_on_no_delay() {
     }
 }
 
+/// One hand-over: `holder` takes the lock, `waiter` queues behind it (seen with a plain
+/// `LLEN`, so no script is counted), the holder releases. Returns how long after the release
+/// the waiter got the lock; with the 60 s fallback poll only its wake-up message can end its
+/// wait within the 10 s allowed.
+async fn hand_over(
+    conn: &keylatch::redis::aio::MultiplexedConnection,
+    holder: &FairLock,
+    waiter: &FairLock,
+) -> Duration {
+    let held = holder.lock().await.unwrap();
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move {
+            let guard = waiter.lock().await.unwrap();
+            let acquired = Instant::now();
+            guard.unlock().await.unwrap();
+            acquired
+        }
+    });
+    let queue = format!("redisson_lock_queue:{{{}}}", holder.name());
+    let queued = eventually(Duration::from_secs(5), || {
+        let (mut conn, queue) = (conn.clone(), queue.clone());
+        async move { conn.llen::<_, usize>(&queue).await.unwrap() == 1 }
+    })
+    .await;
+    assert!(queued, "the waiter did not queue");
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let acquired = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("woken by its message, not by the 60 s poll")
+        .unwrap();
+    acquired - released
+}
+
 /// Every fair waiter has a channel of its own, and owners are new for each acquisition: one
 /// pattern subscription per client and lock carries them all, so waits after the first cost
 /// no SUBSCRIBE and no second attempt, and every wait is still ended by its wake-up message
@@ -298,34 +333,8 @@ async fn one_pattern_carries_the_wake_ups_of_every_waiter_of_a_client() {
         );
         let rounds = 5u64;
         for round in 0..rounds {
-            let held = holder.lock().await.unwrap();
-            let waiting = tokio::spawn({
-                let waiter = waiter.clone();
-                async move {
-                    let guard = waiter.lock().await.unwrap();
-                    let acquired = Instant::now();
-                    guard.unlock().await.unwrap();
-                    acquired
-                }
-            });
-            // Read with a plain command, so the script count below is the locks' own.
-            let queue = format!("redisson_lock_queue:{{{name}}}");
-            let queued = eventually(Duration::from_secs(5), || {
-                let (mut conn, queue) = (conn.clone(), queue.clone());
-                async move { conn.llen::<_, usize>(&queue).await.unwrap() == 1 }
-            })
-            .await;
-            assert!(queued, "round {round}: the waiter did not queue");
-            let released = Instant::now();
-            held.unlock().await.unwrap();
-            let acquired = tokio::time::timeout(Duration::from_secs(10), waiting)
-                .await
-                .expect("woken by its message, not by the 60 s poll")
-                .unwrap();
-            println!(
-                "round {round}: the waiter acquired {:?} after the release",
-                acquired - released
-            );
+            let after = hand_over(&conn, &holder, &waiter).await;
+            println!("round {round}: the waiter acquired {after:?} after the release");
         }
         let after = (
             command_calls(&mut conn, "psubscribe").await,
@@ -378,32 +387,10 @@ async fn without_patterns_waiters_use_their_own_channels() {
     let name = unique("fair-no-pattern");
     let holder = holder_client.fair_lock(&name);
     let waiter = waiter_client.fair_lock(&name);
+    let conn = raw(&server).await;
     for round in 0..3 {
-        let held = holder.lock().await.unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move {
-                let guard = waiter.lock().await.unwrap();
-                let acquired = Instant::now();
-                guard.unlock().await.unwrap();
-                acquired
-            }
-        });
-        let queued = eventually(Duration::from_secs(5), || async {
-            holder.queue().await.unwrap().len() == 1
-        })
-        .await;
-        assert!(queued, "round {round}: the waiter did not queue");
-        let released = Instant::now();
-        held.unlock().await.unwrap();
-        let acquired = tokio::time::timeout(Duration::from_secs(10), waiting)
-            .await
-            .expect("woken by its message, not by the 60 s poll")
-            .unwrap();
-        println!(
-            "round {round} without patterns: acquired {:?} after the release",
-            acquired - released
-        );
+        let after = hand_over(&conn, &holder, &waiter).await;
+        println!("round {round} without patterns: acquired {after:?} after the release");
     }
     assert!(!waiter_client.core().hub().supports_patterns());
 }

@@ -1,42 +1,13 @@
 //! keylatch says what it is doing: a hold that is lost and a renewal that failed are `warn`
 //! events with the fields an operator needs, and no secret is in them.
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch_tests::{client_via, pause, raw, server, unique};
-
-/// Every formatted event, in one buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
+use keylatch_tests::{capture, client_via, pause, raw, server, unique};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_holds_and_failed_renewals_are_warned_about() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let captured = capture(tracing::Level::WARN);
 
     let server = server();
     let client = client_via(

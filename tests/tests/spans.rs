@@ -1,34 +1,11 @@
 //! Each acquisition is a `keylatch.acquire` span that names the primitive, the lock, the owner
 //! and how it ended; its "acquisition ended" event is emitted inside it.
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 
-use keylatch_tests::{client, server, unique};
-
-/// Every formatted event, in one buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use keylatch_tests::{capture, client, server, unique};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquisition_span_names_primitive_lock_owner_and_outcome() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let captured = capture(tracing::Level::DEBUG);
 
     let server = server();
     let client = client(&server).await;
@@ -45,7 +22,7 @@ async fn an_acquisition_span_names_primitive_lock_owner_and_outcome() {
     fair_guard.unlock().await.unwrap();
     client.shutdown().await.unwrap();
 
-    let text = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let text = captured.text();
     let ended: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("acquisition ended"))

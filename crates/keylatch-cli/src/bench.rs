@@ -28,6 +28,11 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// A task's result, or the failure of a task that panicked or was cancelled.
+fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, Failure> {
+    result.map_err(|e| Failure::new(crate::failure::EX_SOFTWARE, e.to_string()))
+}
+
 fn summarise(scenario: &str, mut samples: Vec<Duration>, elapsed: Duration, rt_p50: f64) -> Row {
     samples.sort();
     let pick = |p: f64| {
@@ -260,9 +265,7 @@ async fn handoff(
         }));
     }
     for handle in handles {
-        handle
-            .await
-            .map_err(|e| Failure::new(crate::failure::EX_SOFTWARE, e.to_string()))??;
+        joined(handle.await)??;
     }
     progress.finish_and_clear();
     let elapsed = start.elapsed();
@@ -315,14 +318,14 @@ fn next_index(state: &mut u64, keys: u32) -> u32 {
     (*state % u64::from(keys)) as u32
 }
 
-/// `tasks` tasks run `op` on random names of `keys` for `duration`; the pairs done, how long
-/// it took and the latencies.
+/// `tasks` tasks run `op` on random names of `keys` for `duration`; how long it took and the
+/// latency of each pair done.
 async fn spread<F, Fut>(
     args: &BenchArgs,
     prefix: &str,
     label: &str,
     op: F,
-) -> Result<(usize, Duration, Vec<Duration>), Failure>
+) -> Result<(Duration, Vec<Duration>), Failure>
 where
     F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(), keylatch::Error>> + Send,
@@ -359,16 +362,12 @@ where
     };
     let mut samples = Vec::new();
     for handle in handles {
-        samples.extend(
-            handle
-                .await
-                .map_err(|e| Failure::new(crate::failure::EX_SOFTWARE, e.to_string()))??,
-        );
+        samples.extend(joined(handle.await)??);
     }
     let elapsed = start.elapsed();
     ticker.abort();
     progress.finish_and_clear();
-    Ok((samples.len(), elapsed, samples))
+    Ok((elapsed, samples))
 }
 
 /// The scale suite (`keylatch bench --scale`).
@@ -380,7 +379,7 @@ async fn scale(config: Config, args: BenchArgs) -> Result<(), Failure> {
 
     // Raw pairs: the same number of round trips as a lock + unlock, doing nothing.
     let script = Arc::new(redis::Script::new("return redis.call('exists', KEYS[1])"));
-    let (raw_pairs, raw_elapsed, _) = spread(&args, &prefix, "raw EVALSHA pairs", {
+    let (raw_elapsed, raw_samples) = spread(&args, &prefix, "raw EVALSHA pairs", {
         let script = script.clone();
         move |name: String| {
             let script = script.clone();
@@ -394,7 +393,7 @@ async fn scale(config: Config, args: BenchArgs) -> Result<(), Failure> {
         }
     })
     .await?;
-    let (lock_pairs, lock_elapsed, mut samples) = spread(&args, &prefix, "lock + unlock pairs", {
+    let (lock_elapsed, lock_samples) = spread(&args, &prefix, "lock + unlock pairs", {
         let client = client.clone();
         move |name: String| {
             let client = client.clone();
@@ -405,17 +404,8 @@ async fn scale(config: Config, args: BenchArgs) -> Result<(), Failure> {
         }
     })
     .await?;
-    samples.sort();
-    let pick = |p: f64| {
-        micros(
-            samples
-                .get(((samples.len().saturating_sub(1)) as f64 * p).round() as usize)
-                .copied()
-                .unwrap_or_default(),
-        )
-    };
-    let raw_rate = raw_pairs as f64 / raw_elapsed.as_secs_f64().max(1e-9);
-    let lock_rate = lock_pairs as f64 / lock_elapsed.as_secs_f64().max(1e-9);
+    let raw_rate = raw_samples.len() as f64 / raw_elapsed.as_secs_f64().max(1e-9);
+    let lock = summarise("lock + unlock pairs", lock_samples, lock_elapsed, 0.0);
 
     // Renewals: holds taken by a client whose watchdog ticks every second.
     let mut report = ScaleReport {
@@ -425,10 +415,10 @@ async fn scale(config: Config, args: BenchArgs) -> Result<(), Failure> {
         keys: args.keys,
         seconds: args.duration.as_secs_f64(),
         raw_pairs_per_sec: raw_rate,
-        lock_pairs_per_sec: lock_rate,
-        lock_vs_raw: lock_rate / raw_rate.max(1e-9),
-        lock_pair_p50_us: pick(0.5),
-        lock_pair_p99_us: pick(0.99),
+        lock_pairs_per_sec: lock.ops_per_sec,
+        lock_vs_raw: lock.ops_per_sec / raw_rate.max(1e-9),
+        lock_pair_p50_us: lock.p50_us,
+        lock_pair_p99_us: lock.p99_us,
         holds: args.holds,
         holds_acquired_in_secs: 0.0,
         ticks: 0,
@@ -508,11 +498,7 @@ async fn renewals(
     }
     let mut guards = Vec::with_capacity(holds);
     for handle in handles {
-        guards.extend(
-            handle
-                .await
-                .map_err(|e| Failure::new(crate::failure::EX_SOFTWARE, e.to_string()))??,
-        );
+        guards.extend(joined(handle.await)??);
     }
     report.holds_acquired_in_secs = start.elapsed().as_secs_f64();
     progress.finish_and_clear();
@@ -551,7 +537,7 @@ async fn renewals(
         });
     }
     while let Some(done) = releases.join_next().await {
-        done.map_err(|e| Failure::new(crate::failure::EX_SOFTWARE, e.to_string()))??;
+        joined(done)??;
     }
     progress.finish_and_clear();
     client.shutdown().await?;

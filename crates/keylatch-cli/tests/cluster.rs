@@ -3,17 +3,15 @@
 //! fencing counters is left on any node after.
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use common::{critical_section, scratch};
+use common::{bare, critical_section, scratch, wait_for_file};
 use keylatch_testkit::RedisCluster;
 
-/// `keylatch --redis URL ARGS` with no connection settings from the test's environment.
+/// `keylatch --redis URL ARGS`, with no connection settings from the test's environment.
 fn keylatch(url: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
-    cmd.arg("--redis").arg(url).args(args).stdin(Stdio::null());
-    cmd.env_remove("REDIS_URL").env_remove("KEYLATCH_REDIS_URL");
+    let mut cmd = bare(&["--redis", url]);
+    cmd.args(args);
     cmd
 }
 
@@ -86,14 +84,7 @@ fn run_inspect_and_demo_on_a_cluster() {
     )
     .spawn()
     .unwrap();
-    let started = Instant::now();
-    while !marker.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_file(&marker);
     let owner = cluster.node_for_key("cli-cluster-job").unwrap();
     let other = cluster
         .primaries()

@@ -3,26 +3,9 @@
 //! Redis refuses.
 mod common;
 
-use std::process::{Command, Stdio};
-
-use common::{scratch, server};
+use common::{bare, scratch, server};
 
 const PASSWORD: &str = "cli-Secret-pw";
-
-/// `keylatch ARGS` with no connection settings from the test's own environment.
-fn bare(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
-    cmd.args(args).stdin(Stdio::null());
-    for var in [
-        "REDIS_URL",
-        "KEYLATCH_REDIS_URL",
-        "KEYLATCH_REDIS_PASSWORD",
-        "KEYLATCH_REDIS_USERNAME",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
 
 fn with_user() -> common::RedisServer {
     let server = server();

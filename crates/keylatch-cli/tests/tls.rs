@@ -3,27 +3,10 @@
 //! certificate exits 69 with a message that says TLS verification failed.
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
-use common::scratch;
+use common::{bare, scratch, wait_for_file};
 use keylatch_testkit::{ClientAuth, RedisServer, TlsFiles};
-
-/// `keylatch ARGS` with no connection settings from the test's own environment.
-fn bare(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
-    cmd.args(args).stdin(Stdio::null());
-    for var in [
-        "REDIS_URL",
-        "KEYLATCH_REDIS_URL",
-        "KEYLATCH_TLS_CA",
-        "KEYLATCH_TLS_CERT",
-        "KEYLATCH_TLS_KEY",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
 
 fn path(p: std::path::PathBuf) -> String {
     p.to_string_lossy().into_owned()
@@ -65,14 +48,7 @@ fn run_and_inspect_over_mutual_tls() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let started = Instant::now();
-    while !marker.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_file(&marker);
     // inspect, with the certificates from the environment variables the library reads.
     let out = bare(&["--redis", &server.url(), "inspect", "tls-job", "--json"])
         .env("KEYLATCH_TLS_CA", &ca)

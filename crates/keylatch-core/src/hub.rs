@@ -77,6 +77,23 @@ struct HubState {
     generation: u64,
 }
 
+impl HubShared {
+    /// Asks the reconciler to bring the server in line and waits for it, `bound` at most (the
+    /// hub may be reconnecting).
+    async fn settle(&self, bound: Duration) {
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(HubCommand(Some(tx))).is_ok() {
+            let _ = tokio::time::timeout(bound, rx).await;
+        }
+    }
+
+    /// Whether the server refused the subscription to `name` (a channel or a pattern).
+    fn denied(&self, name: &str) -> bool {
+        let state = self.state.lock().expect("hub lock");
+        state.channels.get(name).is_some_and(|c| c.denied)
+    }
+}
+
 impl std::fmt::Debug for HubState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HubState")
@@ -247,13 +264,9 @@ impl PubSubHub {
             pattern: None,
         };
         if !subscribed {
-            let (tx, rx) = oneshot::channel();
-            if self.shared.commands.send(HubCommand(Some(tx))).is_ok() {
-                let _ = tokio::time::timeout(bound, rx).await;
-            }
+            self.shared.settle(bound).await;
         }
-        let state = self.shared.state.lock().expect("hub lock");
-        if state.channels.get(channel).is_some_and(|c| c.denied) {
+        if self.shared.denied(channel) {
             return Err(crate::Error::NoPermission {
                 what: format!("the channel {channel:?}"),
                 source: redis::RedisError::from((
@@ -262,7 +275,6 @@ impl PubSubHub {
                 )),
             });
         }
-        drop(state);
         Ok(subscription)
     }
 
@@ -283,8 +295,73 @@ impl PubSubHub {
         })
     }
 
-    /// Whether [`subscribe_covered`](Self::subscribe_covered) can use a pattern: not on a
-    /// Redis Cluster (sharded pub/sub has no patterns).
+    /// Joins the entry of `pattern` (which must exist) and the local one of `channel`.
+    fn join_covered(
+        &self,
+        state: &mut HubState,
+        pattern: &str,
+        channel: &str,
+        wake: WakeMode,
+    ) -> Subscription {
+        if let Some(entry) = state.channels.get_mut(pattern) {
+            entry.join(WakeMode::One);
+        }
+        let local = state
+            .covered
+            .entry(channel.to_owned())
+            .or_insert_with(ChannelState::new);
+        local.join(wake);
+        Subscription {
+            hub: self.shared.clone(),
+            channel: channel.to_owned(),
+            notify: local.notify.clone(),
+            wake,
+            pattern: Some(pattern.to_owned()),
+        }
+    }
+
+    /// [`subscribe`](Self::subscribe) for a channel that `pattern` also matches: through the
+    /// pattern where one can be used ([`supports_patterns`](Self::supports_patterns), and
+    /// within the client's budget, `Config::pubsub_patterns`), otherwise the channel itself. Many channels of one shape (one per waiter, say) then
+    /// share one server subscription, which lingers between uses.
+    ///
+    /// # Errors
+    /// As `subscribe`, when it falls back to the channel.
+    ///
+    /// # Cancel safety
+    /// As `subscribe`.
+    pub async fn subscribe_through(
+        &self,
+        channel: &str,
+        pattern: Option<&str>,
+        wake: WakeMode,
+        bound: Duration,
+    ) -> crate::Result<Subscription> {
+        if let Some(pattern) = pattern
+            && let Some(subscription) = self.subscribe_covered(pattern, channel, wake, bound).await
+        {
+            return Ok(subscription);
+        }
+        self.subscribe(channel, wake, bound).await
+    }
+
+    /// [`join_if_subscribed`](Self::join_if_subscribed) for a channel that `pattern` also
+    /// matches: joins through the pattern if the server delivers it already, else the channel
+    /// if it is subscribed; `None` otherwise. No round trip either way.
+    pub fn join_if_delivered(
+        &self,
+        channel: &str,
+        pattern: Option<&str>,
+        wake: WakeMode,
+    ) -> Option<Subscription> {
+        pattern
+            .filter(|_| self.supports_patterns())
+            .and_then(|pattern| self.join_if_covered(pattern, channel, wake))
+            .or_else(|| self.join_if_subscribed(channel, wake))
+    }
+
+    /// Whether a pattern can be used: not on a Redis Cluster (sharded pub/sub has no
+    /// patterns), not with `Config::pubsub_patterns` 0, not once the server refused one.
     pub fn supports_patterns(&self) -> bool {
         self.shared.max_patterns > 0
             && !self.shared.cluster
@@ -304,7 +381,7 @@ impl PubSubHub {
     ///
     /// # Cancel safety
     /// Cancel safe, as `subscribe`.
-    pub async fn subscribe_covered(
+    async fn subscribe_covered(
         &self,
         pattern: &str,
         channel: &str,
@@ -321,70 +398,36 @@ impl PubSubHub {
                 // The budget is spent: the server would pay for one more on every publish.
                 return None;
             }
-            let entry = state
+            state
                 .channels
                 .entry(pattern.to_owned())
                 .or_insert_with(|| ChannelState {
                     pattern: true,
                     ..ChannelState::new()
                 });
-            entry.join(WakeMode::One);
-            let ready = entry.ready();
-            let local = state
-                .covered
-                .entry(channel.to_owned())
-                .or_insert_with(ChannelState::new);
-            local.join(wake);
-            let subscription = Subscription {
-                hub: self.shared.clone(),
-                channel: channel.to_owned(),
-                notify: local.notify.clone(),
-                wake,
-                pattern: Some(pattern.to_owned()),
-            };
-            (subscription, ready)
+            let ready = state.channels[pattern].ready();
+            (self.join_covered(&mut state, pattern, channel, wake), ready)
         };
         if !ready {
-            let (tx, rx) = oneshot::channel();
-            if self.shared.commands.send(HubCommand(Some(tx))).is_ok() {
-                let _ = tokio::time::timeout(bound, rx).await;
-            }
+            self.shared.settle(bound).await;
         }
-        let state = self.shared.state.lock().expect("hub lock");
-        if state.channels.get(pattern).is_some_and(|c| c.denied) {
-            // Refused (see `supports_patterns`): the waiter takes its own channel.
-            drop(state);
-            return None;
-        }
-        drop(state);
-        Some(subscription)
+        // Refused (see `supports_patterns`): the waiter takes its own channel.
+        (!self.shared.denied(pattern)).then_some(subscription)
     }
 
     /// Joins `channel` through `pattern` only if the server delivers the pattern's messages
     /// already (another waiter of the same shape uses it, or it lingers), with no round trip;
     /// `None` otherwise. As [`join_if_subscribed`](Self::join_if_subscribed): a waiter that
     /// joins before its first attempt cannot miss a message published after it.
-    pub fn join_if_covered(
+    fn join_if_covered(
         &self,
         pattern: &str,
         channel: &str,
         wake: WakeMode,
     ) -> Option<Subscription> {
         let mut state = self.shared.state.lock().expect("hub lock");
-        let entry = state.channels.get_mut(pattern).filter(|c| c.ready())?;
-        entry.join(WakeMode::One);
-        let local = state
-            .covered
-            .entry(channel.to_owned())
-            .or_insert_with(ChannelState::new);
-        local.join(wake);
-        Some(Subscription {
-            hub: self.shared.clone(),
-            channel: channel.to_owned(),
-            notify: local.notify.clone(),
-            wake,
-            pattern: Some(pattern.to_owned()),
-        })
+        state.channels.get(pattern).filter(|c| c.ready())?;
+        Some(self.join_covered(&mut state, pattern, channel, wake))
     }
 
     /// Channels in use (subscribed, or being subscribed or unsubscribed).
@@ -842,10 +885,7 @@ async fn read_loop(
         let (sink, mut stream) = pubsub.split();
         switch_connection(&hub, Some(Sink::Classic(sink)));
         // Resubscribe every channel in use before telling waiters to re-check.
-        let (tx, rx) = oneshot::channel();
-        if hub.commands.send(HubCommand(Some(tx))).is_ok() {
-            let _ = tokio::time::timeout(connect_timeout, rx).await;
-        }
+        hub.settle(connect_timeout).await;
         backoff = reconnecting;
         hub.connected.store(true, Ordering::Relaxed);
         if !first {
@@ -912,10 +952,7 @@ async fn cluster_read_loop(
         let mut probe = conn.clone();
         let map = crate::cluster::slot_map(&mut probe).await.ok();
         switch_connection(&hub, Some(Sink::Cluster { conn, sharded }));
-        let (ack, acked) = oneshot::channel();
-        if hub.commands.send(HubCommand(Some(ack))).is_ok() {
-            let _ = tokio::time::timeout(connect_timeout, acked).await;
-        }
+        hub.settle(connect_timeout).await;
         backoff = reconnecting;
         hub.connected.store(true, Ordering::Relaxed);
         if !first {

@@ -143,10 +143,7 @@ impl FairLock {
             self.keys
                 .waiters_pattern(&request.owner.client().to_string())
         });
-        let joined = match &pattern {
-            Some(pattern) => hub.join_if_covered(pattern, &channel, WakeMode::All),
-            None => hub.join_if_subscribed(&channel, WakeMode::All),
-        };
+        let joined = hub.join_if_delivered(&channel, pattern.as_deref(), WakeMode::All);
         let mut subscription = match joined {
             Some(subscription) => subscription,
             None => {
@@ -161,17 +158,8 @@ impl FairLock {
                 if deadline.is_some_and(|d| d <= Instant::now()) {
                     return Ok(None);
                 }
-                let covered = match &pattern {
-                    Some(pattern) => {
-                        hub.subscribe_covered(pattern, &channel, WakeMode::All, poll)
-                            .await
-                    }
-                    None => None,
-                };
-                match covered {
-                    Some(subscription) => subscription,
-                    None => hub.subscribe(&channel, WakeMode::All, poll).await?,
-                }
+                hub.subscribe_through(&channel, pattern.as_deref(), WakeMode::All, poll)
+                    .await?
             }
         };
         loop {

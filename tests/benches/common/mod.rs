@@ -73,3 +73,18 @@ pub fn command_delta(
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// A client of `server` with the default settings, or `KEYLATCH_BENCH_CONNECTIONS` command
+/// connections when that is set.
+pub async fn client(server: &keylatch_testkit::RedisServer) -> keylatch::Client {
+    let mut builder = keylatch::Config::builder().url(server.url());
+    if let Some(n) = std::env::var("KEYLATCH_BENCH_CONNECTIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        builder = builder.connections(n);
+    }
+    keylatch::Client::connect_with(builder.build().expect("config"))
+        .await
+        .expect("connect")
+}

@@ -11,6 +11,37 @@ pub fn server() -> RedisServer {
     RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)")
 }
 
+/// `keylatch ARGS` with no connection settings from the test's own environment (URL,
+/// credentials, TLS files): what the test passes is all it gets.
+pub fn bare(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
+    cmd.args(args).stdin(Stdio::null());
+    for var in [
+        "REDIS_URL",
+        "KEYLATCH_REDIS_URL",
+        "KEYLATCH_REDIS_PASSWORD",
+        "KEYLATCH_REDIS_USERNAME",
+        "KEYLATCH_TLS_CA",
+        "KEYLATCH_TLS_CERT",
+        "KEYLATCH_TLS_KEY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// Waits (20 s at most) until `path` exists: the command under test has started.
+pub fn wait_for_file(path: &std::path::Path) {
+    let started = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// `keylatch --redis URL ARGS...`, ready to spawn.
 pub fn keylatch(server: &RedisServer, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
