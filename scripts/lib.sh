@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for scripts/*.sh. Source it; don't run it.
 # Needs bash. Defines: section, log, die, free_port, start_throwaway_redis,
-# stop_throwaway_redis, redis_answers, start_throwaway_cluster, stop_throwaway_cluster.
+# stop_throwaway_redis, redis_answers, reap, start_throwaway_cluster, stop_throwaway_cluster.
 
 # Name shown in front of messages; scripts set it before sourcing.
 : "${SCRIPT_NAME:=scripts}"
@@ -81,17 +81,23 @@ start_throwaway_redis() {
     die "could not start a throwaway redis-server"
 }
 
+# Waits (3 s at most) for the process $1, already told to stop, to exit; then kills it.
+reap() {
+    local pid="$1" _
+    for _ in $(seq 1 30); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
 stop_throwaway_redis() {
-    local pid="$THROWAWAY_REDIS_PID" _
+    local pid="$THROWAWAY_REDIS_PID"
     if [ -n "$pid" ]; then
         THROWAWAY_REDIS_PID=""
         kill "$pid" 2>/dev/null || true
-        for _ in $(seq 1 30); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
+        reap "$pid"
         log "stopped redis-server (pid $pid)"
     fi
     if [ -n "$THROWAWAY_REDIS_DIR" ]; then
@@ -185,17 +191,12 @@ start_throwaway_cluster() {
 }
 
 stop_throwaway_cluster() {
-    local pid _
+    local pid
     for pid in "${THROWAWAY_CLUSTER_PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
     for pid in "${THROWAWAY_CLUSTER_PIDS[@]}"; do
-        for _ in $(seq 1 30); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
+        reap "$pid"
     done
     if [ "${#THROWAWAY_CLUSTER_PIDS[@]}" -gt 0 ]; then
         log "stopped the cluster's ${#THROWAWAY_CLUSTER_PIDS[@]} redis-server nodes"

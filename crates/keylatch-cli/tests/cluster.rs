@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{bare, critical_section, scratch, wait_for_file};
+use common::{bare, critical_section, json_output, scratch, wait_for_file};
 use keylatch_testkit::RedisCluster;
 
 /// `keylatch --redis URL ARGS`, with no connection settings from the test's environment.
@@ -94,12 +94,7 @@ fn run_inspect_and_demo_on_a_cluster() {
     let out = keylatch(&other.url(), &["inspect", "cli-cluster-job", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = json_output(&out);
     println!(
         "inspect through port {} (owner {}): {report}",
         other.port(),

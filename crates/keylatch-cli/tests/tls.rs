@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Stdio;
 
-use common::{bare, scratch, wait_for_file};
+use common::{bare, json_output, scratch, wait_for_file};
 use keylatch_testkit::{ClientAuth, RedisServer, TlsFiles};
 
 fn path(p: std::path::PathBuf) -> String {
@@ -56,12 +56,7 @@ fn run_and_inspect_over_mutual_tls() {
         .env("KEYLATCH_TLS_KEY", &key)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = json_output(&out);
     assert_eq!(report["primitive"], "reentrant", "{report}");
     assert_eq!(report["locked"], true, "{report}");
     let status = holder.wait().unwrap();

@@ -57,7 +57,11 @@ pub fn output(server: &RedisServer, args: &[&str]) -> Output {
 
 /// `keylatch inspect NAME --json`, which must succeed, parsed.
 pub fn inspect(server: &RedisServer, name: &str) -> serde_json::Value {
-    let out = output(server, &["inspect", name, "--json"]);
+    json_output(&output(server, &["inspect", name, "--json"]))
+}
+
+/// The JSON a run printed, which must have succeeded.
+pub fn json_output(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "{}",
