@@ -7,6 +7,8 @@
 //! ```sh
 //! cargo bench -p keylatch-tests --bench tax                 # 4 blocks of 2 s per side and size
 //! KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch-tests --bench tax
+//! # for a profile of one side alone: only these task counts, only one side
+//! KEYLATCH_TAX_TASKS=256 KEYLATCH_TAX_SIDE=keylatch cargo bench -p keylatch-tests --bench tax
 //! ```
 mod common;
 
@@ -112,57 +114,78 @@ async fn main() {
          ({blocks} blocks of {length:?} per side and size, alternating)"
     );
     println!(
-        "{:>6} {:>14} {:>14} {:>7} {:>12} {:>12} {:>7}",
-        "tasks", "keylatch /s", "raw /s", "ratio", "cpu us/pair", "raw us/pair", "ratio"
+        "{:>6} {:>14} {:>14} {:>7} {:>12} {:>12} {:>7} {:>10} {:>8}",
+        "tasks",
+        "keylatch /s",
+        "raw /s",
+        "ratio",
+        "cpu us/pair",
+        "raw us/pair",
+        "ratio",
+        "coalesced",
+        "per call"
     );
-    for tasks in [1u64, 16, 256, 1024] {
+    let sizes: Vec<u64> = std::env::var("KEYLATCH_TAX_TASKS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 16, 256, 1024]);
+    // `keylatch` or `raw` runs that side alone (for a profile); both by default.
+    let side = std::env::var("KEYLATCH_TAX_SIDE").unwrap_or_default();
+    let (run_lib, run_raw) = (side != "raw", side != "keylatch");
+    let mut coalesced_before = (0, 0);
+    for tasks in sizes {
         let (mut lib, mut raw_total) = (Vec::new(), Vec::new());
         for _ in 0..blocks {
-            lib.push(
-                block(tasks, length, {
-                    let client = client.clone();
-                    move |name: String| {
+            if run_lib {
+                lib.push(
+                    block(tasks, length, {
                         let client = client.clone();
-                        async move {
-                            let guard = client.lock(&name).lock().await.unwrap();
-                            guard.unlock().await.unwrap();
+                        move |name: String| {
+                            let client = client.clone();
+                            async move {
+                                let guard = client.lock(&name).lock().await.unwrap();
+                                guard.unlock().await.unwrap();
+                            }
                         }
-                    }
-                })
-                .await,
-            );
-            raw_total.push(
-                block(tasks, length, {
-                    let (raw, acquire, release) = (raw.clone(), acquire.clone(), release.clone());
-                    move |name: String| {
-                        let (mut conn, acquire, release) =
+                    })
+                    .await,
+                );
+            }
+            if run_raw {
+                raw_total.push(
+                    block(tasks, length, {
+                        let (raw, acquire, release) =
                             (raw.clone(), acquire.clone(), release.clone());
-                        async move {
-                            let owner = "raw-owner:1";
-                            let token = format!("redisson_lock_token:{{{name}}}");
-                            let channel = format!("redisson_lock__channel:{{{name}}}");
-                            let _: redis::Value = acquire
-                                .key(&name)
-                                .key(&token)
-                                .arg(30_000)
-                                .arg(owner)
-                                .arg("0")
-                                .invoke_async(&mut conn)
-                                .await
-                                .unwrap();
-                            let _: redis::Value = release
-                                .key(&name)
-                                .key(&channel)
-                                .arg("0")
-                                .arg(owner)
-                                .invoke_async(&mut conn)
-                                .await
-                                .unwrap();
+                        move |name: String| {
+                            let (mut conn, acquire, release) =
+                                (raw.clone(), acquire.clone(), release.clone());
+                            async move {
+                                let owner = "raw-owner:1";
+                                let token = format!("redisson_lock_token:{{{name}}}");
+                                let channel = format!("redisson_lock__channel:{{{name}}}");
+                                let _: redis::Value = acquire
+                                    .key(&name)
+                                    .key(&token)
+                                    .arg(30_000)
+                                    .arg(owner)
+                                    .arg("0")
+                                    .invoke_async(&mut conn)
+                                    .await
+                                    .unwrap();
+                                let _: redis::Value = release
+                                    .key(&name)
+                                    .key(&channel)
+                                    .arg("0")
+                                    .arg(owner)
+                                    .invoke_async(&mut conn)
+                                    .await
+                                    .unwrap();
+                            }
                         }
-                    }
-                })
-                .await,
-            );
+                    })
+                    .await,
+                );
+            }
         }
         let rate = |b: &[Block]| {
             b.iter().map(|b| b.pairs).sum::<u64>() as f64
@@ -173,11 +196,20 @@ async fn main() {
                 / b.iter().map(|b| b.pairs).sum::<u64>().max(1) as f64
         };
         let (l, r) = (rate(&lib), rate(&raw_total));
+        let stats = client.stats();
+        let coalesced = (
+            stats.coalesced_calls - coalesced_before.0,
+            stats.coalesced_acquisitions - coalesced_before.1,
+        );
+        coalesced_before = (stats.coalesced_calls, stats.coalesced_acquisitions);
         let (lc, rc) = (cpu(&lib), cpu(&raw_total));
+        let pairs: u64 = lib.iter().map(|b| b.pairs).sum();
         println!(
-            "{tasks:>6} {l:>14.0} {r:>14.0} {:>6.2}x {lc:>12.1} {rc:>12.1} {:>6.2}x",
+            "{tasks:>6} {l:>14.0} {r:>14.0} {:>6.2}x {lc:>12.1} {rc:>12.1} {:>6.2}x {:>10.2} {:>8.1}",
             l / r,
-            lc / rc
+            lc / rc,
+            coalesced.1 as f64 / pairs.max(1) as f64,
+            coalesced.1 as f64 / coalesced.0.max(1) as f64,
         );
     }
     client.shutdown().await.unwrap();

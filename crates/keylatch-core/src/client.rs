@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::commands::Commands;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::guard::UndoGuard;
 use crate::hub::PubSubHub;
 use crate::owner::{Owner, OwnerId};
 use crate::script::{LuaScript, ScriptCall};
@@ -92,6 +93,11 @@ pub struct ClientStats {
     pub primary_moves: u64,
     /// Times the primary was looked up through the sentinels (zero without Sentinel).
     pub primary_lookups: u64,
+    /// Coalesced script calls sent ([`Config::coalesce`]): each carried several callers'
+    /// acquisitions.
+    pub coalesced_calls: u64,
+    /// The acquisitions those coalesced calls carried.
+    pub coalesced_acquisitions: u64,
 }
 
 /// Whether the server behind `client` runs in cluster mode (`INFO cluster`), asked on a
@@ -218,6 +224,7 @@ impl Client {
             config.response_timeout,
             (config.replicas > 0).then_some((config.replicas, config.replicas_timeout)),
             config.sharded_pubsub,
+            config.coalesce,
         ));
         commands.warm_up().await?;
         let reconnected = Arc::new(Notify::new());
@@ -304,6 +311,25 @@ impl Client {
     #[doc(hidden)]
     pub async fn eval_value(&self, call: &ScriptCall) -> Result<Value> {
         self.inner.commands.eval_value(call).await
+    }
+
+    /// Runs a script call that may take something, with the undo armed for it, and returns its
+    /// reply with the undo (for the caller to disarm or run, as after
+    /// [`eval_value`](Client::eval_value)). A call of a
+    /// [`coalescing`](LuaScript::coalescing) script may go to Redis together with other
+    /// callers' calls ([`Config::coalesce`](crate::Config::coalesce)): if this future is
+    /// dropped before the call was sent, it is not sent; if after, the undo travels with the
+    /// reply and runs (in the background) when the reply says something was taken or was lost.
+    ///
+    /// # Errors
+    /// As [`eval`](Client::eval).
+    #[doc(hidden)]
+    pub async fn eval_undoable(
+        &self,
+        call: ScriptCall,
+        undo: UndoGuard,
+    ) -> (Result<Value>, UndoGuard) {
+        self.inner.commands.eval_undoable(call, undo).await
     }
 
     /// Runs idempotent script calls in one pipelined round trip.
@@ -552,6 +578,8 @@ impl Client {
             batch_round_trips: self.inner.commands.batch_pipelines(),
             primary_moves: self.inner.topology.moves(),
             primary_lookups: self.inner.topology.lookups(),
+            coalesced_calls: self.inner.commands.coalesced().0,
+            coalesced_acquisitions: self.inner.commands.coalesced().1,
         }
     }
 }

@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 use crate::script::{LuaScript, ScriptCall};
 use crate::topology::Topology;
 
+mod coalesce;
+pub use coalesce::COALESCE_AFTER;
+
 /// Connections for commands.
 ///
 /// The client opens `connections` multiplexed connections to the primary (through the
@@ -42,6 +45,11 @@ pub(crate) struct Commands {
     /// Set at the end of the client's shutdown: every command is refused with
     /// [`Error::Closed`].
     closed: std::sync::atomic::AtomicBool,
+    /// Coalescing of acquisitions ([`Config::coalesce`](crate::Config::coalesce)): one lane
+    /// per connection, or none when it is off.
+    lanes: Vec<Mutex<coalesce::Lane>>,
+    /// Coalesced script calls sent, and the calls they carried.
+    coalesced: coalesce::Counters,
 }
 
 struct Slot {
@@ -70,8 +78,12 @@ impl Commands {
         response_timeout: Duration,
         acknowledgement: Option<(u32, Duration)>,
         sharded: bool,
+        coalesce: bool,
     ) -> Self {
         let sharded = sharded && topology.is_cluster();
+        // Coalesced calls run in one script, whose keys must share a slot on a cluster; and
+        // replica acknowledgement waits per call.
+        let coalesce = coalesce && !topology.is_cluster() && acknowledgement.is_none();
         Commands {
             topology,
             slots: (0..slots)
@@ -88,6 +100,12 @@ impl Commands {
             redirections: Arc::new(AtomicU64::new(0)),
             batch_pipelines: AtomicU64::new(0),
             closed: std::sync::atomic::AtomicBool::new(false),
+            lanes: if coalesce {
+                (0..slots).map(|_| Mutex::default()).collect()
+            } else {
+                Vec::new()
+            },
+            coalesced: coalesce::Counters::default(),
         }
     }
 
@@ -211,6 +229,20 @@ impl Commands {
         let mut current = self.slots[index].current.lock().expect("slot lock");
         if current.as_ref().is_some_and(|h| h.generation == generation) {
             *current = None;
+        }
+    }
+
+    /// The error for `err` on a single server, as [`map_error`](Commands::map_error) gives it,
+    /// without its effects on the connection.
+    fn classify(&self, err: RedisError, key: &str) -> Error {
+        if is_readonly(&err) {
+            return Error::ReadOnly(err);
+        }
+        match Error::from_redis(err, key) {
+            Error::Timeout { .. } => Error::Timeout {
+                after: self.response_timeout,
+            },
+            other => other,
         }
     }
 

@@ -243,6 +243,11 @@ struct UndoJob {
 }
 
 impl UndoGuard {
+    /// A guard with nothing to undo.
+    pub(crate) fn disarmed() -> UndoGuard {
+        UndoGuard { armed: None }
+    }
+
     /// Arms an undo for `owner`'s hold on `hold`'s key, whose hold count is `expected` if the
     /// request in flight took effect (for an acquire) or did not (for a release).
     pub fn arm(

@@ -81,21 +81,35 @@ pub fn lease_millis(lease: Duration) -> u64 {
 /// `prefix:{name}`, or `prefix:name` when `name` already carries a hash tag; Redisson's
 /// `prefixName`. Keeps every key of one primitive in one cluster slot.
 pub fn prefixed(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
+    let tagged = name.contains('{');
+    let mut key = String::with_capacity(prefix.len() + name.len() + 3);
+    key.push_str(prefix);
+    key.push(':');
+    if tagged {
+        key.push_str(name);
     } else {
-        format!("{prefix}:{{{name}}}")
+        key.push('{');
+        key.push_str(name);
+        key.push('}');
     }
+    key
 }
 
 /// `{name}:suffix`, or `name:suffix` when `name` already carries a hash tag; Redisson's
 /// `suffixName`.
 pub fn suffixed(name: &str, suffix: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:{suffix}")
+    let tagged = name.contains('{');
+    let mut key = String::with_capacity(name.len() + suffix.len() + 3);
+    if tagged {
+        key.push_str(name);
     } else {
-        format!("{{{name}}}:{suffix}")
+        key.push('{');
+        key.push_str(name);
+        key.push('}');
     }
+    key.push(':');
+    key.push_str(suffix);
+    key
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ mod watchdog;
 
 pub use backoff::Backoff;
 pub use client::{Acquisition, Client, ClientStats};
+pub use commands::COALESCE_AFTER;
 pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
 pub use connection::Connection;
 pub use error::{Error, Result};

@@ -108,15 +108,10 @@ impl OwnerId {
     }
 }
 
-/// The wire form, `<client-uuid>:<number>`, written straight into a command's argument (no
-/// text allocated on the way).
-impl deadpool_redis::redis::ToRedisArgs for OwnerId {
-    fn write_redis_args<W>(&self, out: &mut W)
-    where
-        W: ?Sized + deadpool_redis::redis::RedisWrite,
-    {
+impl OwnerId {
+    /// The wire form, `<client-uuid>:<number>`, written into `buf` (no allocation).
+    fn encode<'b>(&self, buf: &'b mut [u8; 57]) -> &'b str {
         // 36 for the hyphenated UUID, 1 for ':', at most 20 digits.
-        let mut buf = [0u8; 57];
         self.client.hyphenated().encode_lower(&mut buf[..36]);
         buf[36] = b':';
         let mut digits = [0u8; 20];
@@ -133,13 +128,24 @@ impl deadpool_redis::redis::ToRedisArgs for OwnerId {
         for i in 0..len {
             buf[37 + i] = digits[len - 1 - i];
         }
-        out.write_arg(&buf[..37 + len]);
+        std::str::from_utf8(&buf[..37 + len]).expect("hex digits, hyphens and digits are ASCII")
+    }
+}
+
+/// The wire form, written straight into a command's argument (no text allocated on the way).
+impl deadpool_redis::redis::ToRedisArgs for OwnerId {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + deadpool_redis::redis::RedisWrite,
+    {
+        out.write_arg(self.encode(&mut [0u8; 57]).as_bytes());
     }
 }
 
 impl fmt::Display for OwnerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.client, self.number)
+        // One write, so `to_string` allocates its text once, at its size.
+        f.write_str(self.encode(&mut [0u8; 57]))
     }
 }
 

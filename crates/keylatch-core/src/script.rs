@@ -37,8 +37,36 @@ pub struct LuaScript {
     hash: OnceLock<String>,
     /// The variant for sharded pub/sub (Redis Cluster): `spublish` for `publish`, and its hash.
     sharded: OnceLock<(String, String)>,
+    /// The batch variant (see [`coalescing`](LuaScript::coalescing)): its source and hash.
+    batched: OnceLock<(String, String)>,
     acquires: bool,
+    /// Set for scripts that may be coalesced: whether a reply means something was taken.
+    took: Option<fn(&redis::Value) -> bool>,
 }
+
+/// Runs a script's body once per call of a batch (`ARGV`: the number of calls, then for each
+/// its key count, its argument count and its arguments; `KEYS`: every call's keys in turn),
+/// each under `pcall`, so one call's error is that call's reply alone. Replies come back in
+/// order, `nil` as `false`.
+const BATCH_LOOP: &str = r"
+local replies = {}
+local k, a = 0, 2
+for i = 1, tonumber(ARGV[1]) do
+  local nkeys, nargs = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  a = a + 2
+  local keys, args = {}, {}
+  for j = 1, nkeys do keys[j] = KEYS[k + j] end
+  for j = 1, nargs do args[j] = ARGV[a + j - 1] end
+  k, a = k + nkeys, a + nargs
+  local ok, reply = pcall(keylatch_one, keys, args)
+  if not ok and not (type(reply) == 'table' and reply.err) then
+    reply = redis.error_reply(tostring(reply))
+  end
+  if reply == nil then reply = false end
+  replies[i] = reply
+end
+return replies
+";
 
 impl LuaScript {
     /// Declares a script without flags: Redis decides about memory at its first write, so a
@@ -87,8 +115,43 @@ impl LuaScript {
             full: OnceLock::new(),
             hash: OnceLock::new(),
             sharded: OnceLock::new(),
+            batched: OnceLock::new(),
             acquires: false,
+            took: None,
         }
+    }
+
+    /// Lets concurrent calls of this script be coalesced into one script call
+    /// ([`Config::coalesce`](crate::Config::coalesce)), for calls made with
+    /// [`Client::eval_undoable`](crate::Client::eval_undoable). `took` says whether a reply
+    /// means the call took something (then a caller that went away before it could see the
+    /// reply has it undone).
+    ///
+    /// The script must return to its first statement safely when it refuses (an error before
+    /// anything is written), as every script that takes should: a batch runs each call under
+    /// `pcall`, and a call that raises half-way keeps what it wrote.
+    pub const fn coalescing(mut self, took: fn(&redis::Value) -> bool) -> Self {
+        self.took = Some(took);
+        self
+    }
+
+    /// Whether a reply of this script means something was taken; `None` for a script that is
+    /// not [`coalescing`](LuaScript::coalescing).
+    pub(crate) fn took(&self) -> Option<fn(&redis::Value) -> bool> {
+        self.took
+    }
+
+    /// The batch variant: the script's body as a function run once per call (see
+    /// `BATCH_LOOP`), with the same flags. Its source and hash.
+    pub(crate) fn batched(&self) -> &(String, String) {
+        self.batched.get_or_init(|| {
+            let source = format!(
+                "{}{}local function keylatch_one(KEYS, ARGV)\n{}\nend\n{}",
+                self.header, self.prelude, self.source, BATCH_LOOP
+            );
+            let hash = redis::Script::new(&source).get_hash().to_owned();
+            (source, hash)
+        })
     }
 
     /// Marks the script as an acquisition: with replica acknowledgement
@@ -147,8 +210,10 @@ impl LuaScript {
     pub fn call(&'static self) -> ScriptCall {
         ScriptCall {
             script: self,
-            keys: Vec::new(),
-            args: redis::Cmd::new(),
+            keys: Vec::with_capacity(2),
+            // Room for a typical call's arguments (a lease, an owner id, a flag), so adding them
+            // does not grow the buffer step by step.
+            args: redis::Cmd::with_capacity(4, 96),
         }
     }
 
@@ -201,6 +266,19 @@ impl ScriptCall {
         self.script
     }
 
+    /// The keys.
+    pub(crate) fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The arguments, serialised.
+    pub(crate) fn args(&self) -> impl ExactSizeIterator<Item = &[u8]> {
+        self.args.args_iter().map(|arg| match arg {
+            redis::Arg::Simple(bytes) => bytes,
+            _ => &[],
+        })
+    }
+
     /// The first key, for error messages.
     pub fn first_key(&self) -> &str {
         self.keys.first().map_or("", String::as_str)
@@ -208,12 +286,27 @@ impl ScriptCall {
 
     /// The `EVALSHA` of this call, of the sharded variant or not.
     pub(crate) fn evalsha_cmd(&self, sharded: bool) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.hash_for(sharded)).arg(self.keys.len());
+        // Sized once: building it argument by argument would grow (and copy) it several times.
+        let args = self.args.args_iter();
+        let bytes = 7
+            + 40
+            + 20
+            + self.keys.iter().map(String::len).sum::<usize>()
+            + args
+                .clone()
+                .map(|arg| match arg {
+                    redis::Arg::Simple(bytes) => bytes.len(),
+                    _ => 0,
+                })
+                .sum::<usize>();
+        let mut cmd = redis::Cmd::with_capacity(3 + self.keys.len() + args.len(), bytes);
+        cmd.arg("EVALSHA")
+            .arg(self.script.hash_for(sharded))
+            .arg(self.keys.len());
         for key in &self.keys {
             cmd.arg(key);
         }
-        for arg in self.args.args_iter() {
+        for arg in args {
             if let redis::Arg::Simple(bytes) = arg {
                 cmd.arg(bytes);
             }

@@ -207,7 +207,8 @@ impl ReentrantLock {
             .arg(field)
             .arg(if self.fencing { "1" } else { "0" });
         let sent_at = Instant::now();
-        let reply = match self.client.eval_value(&call).await {
+        let (reply, undo) = self.client.eval_undoable(call, undo).await;
+        let reply = match reply {
             Ok(reply) => {
                 undo.disarm();
                 reply

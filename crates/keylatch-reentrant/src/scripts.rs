@@ -1,5 +1,6 @@
 //! The reentrant lock's scripts, one static each.
 
+use keylatch_core::redis::Value;
 use keylatch_core::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
 
 pub(crate) static ACQUIRE: LuaScript = LuaScript::taking_with(
@@ -7,7 +8,14 @@ pub(crate) static ACQUIRE: LuaScript = LuaScript::taking_with(
     NEXT_TOKEN,
     include_str!("lua/acquire.lua"),
 )
-.acquisition();
+.acquisition()
+.coalescing(acquired);
+
+/// Whether an acquire's reply means it took the lock: `nil`, or `{token}` with fencing (a
+/// number is the holder's time left).
+fn acquired(reply: &Value) -> bool {
+    matches!(reply, Value::Nil | Value::Array(_))
+}
 pub(crate) static RELEASE: LuaScript =
     LuaScript::freeing("reentrant_release", include_str!("lua/release.lua"));
 pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(

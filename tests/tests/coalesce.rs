@@ -1,0 +1,331 @@
+//! Coalesced acquisitions (`Config::coalesce`): concurrent acquisitions on one connection go to
+//! Redis together in one script call, and each caller still gets its own result, error and
+//! cancellation. Every test checks that calls were in fact coalesced, so it cannot pass by
+//! never batching.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use keylatch::redis::{self, AsyncCommands};
+use keylatch::{Client, Config, Error};
+use keylatch_tests::{eventually, raw, server, unique};
+use tokio::sync::Barrier;
+
+async fn client_of(server: &keylatch_tests::RedisServer, coalesce: bool) -> Client {
+    let config = Config::builder()
+        .url(server.url())
+        .coalesce(coalesce)
+        .build()
+        .unwrap();
+    Client::connect_with(config).await.unwrap()
+}
+
+/// `tasks` tasks released together, each running `op(i)`; their results in task order.
+async fn together<T, F, Fut>(tasks: usize, op: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = T> + Send,
+{
+    let barrier = Arc::new(Barrier::new(tasks));
+    let op = Arc::new(op);
+    let handles: Vec<_> = (0..tasks)
+        .map(|i| {
+            let (barrier, op) = (barrier.clone(), op.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                op(i).await
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for handle in handles {
+        out.push(handle.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contested_lock_goes_to_exactly_one_caller_of_a_batch() {
+    let server = server();
+    let client = client_of(&server, true).await;
+    let name = unique("coalesce-contested");
+    for round in 0..30 {
+        let results = together(48, {
+            let (client, name) = (client.clone(), name.clone());
+            move |_| {
+                let (client, name) = (client.clone(), name.clone());
+                async move { client.lock(&name).try_lock().await }
+            }
+        })
+        .await;
+        let mut guards = Vec::new();
+        for result in results {
+            if let Some(guard) = result.expect("try_lock") {
+                guards.push(guard);
+            }
+        }
+        assert_eq!(guards.len(), 1, "round {round}: {} holders", guards.len());
+        guards.pop().unwrap().unlock().await.unwrap();
+    }
+    let stats = client.stats();
+    println!(
+        "30 rounds of 48 callers: {} coalesced calls carried {} acquisitions",
+        stats.coalesced_calls, stats.coalesced_acquisitions
+    );
+    assert!(stats.coalesced_calls > 0, "nothing was coalesced");
+    assert!(stats.coalesced_acquisitions >= 2 * stats.coalesced_calls);
+    assert_eq!(client.stats().watchdog.holds, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_in_batches_never_overlap() {
+    let server = server();
+    let client = client_of(&server, true).await;
+    let names: Vec<String> = (0..4).map(|_| unique("coalesce-exclusion")).collect();
+    let held: Arc<Vec<AtomicBool>> = Arc::new((0..4).map(|_| AtomicBool::new(false)).collect());
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let acquisitions = Arc::new(AtomicUsize::new(0));
+    together(32, {
+        let (client, names, held, overlaps, acquisitions) = (
+            client.clone(),
+            names.clone(),
+            held.clone(),
+            overlaps.clone(),
+            acquisitions.clone(),
+        );
+        move |task| {
+            let (client, names, held, overlaps, acquisitions) = (
+                client.clone(),
+                names.clone(),
+                held.clone(),
+                overlaps.clone(),
+                acquisitions.clone(),
+            );
+            async move {
+                for round in 0..60 {
+                    let which = (task + round) % names.len();
+                    let guard = client.lock(&names[which]).lock().await.expect("lock");
+                    if held[which].swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    acquisitions.fetch_add(1, Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    held[which].store(false, Ordering::SeqCst);
+                    guard.unlock().await.expect("unlock");
+                }
+            }
+        }
+    })
+    .await;
+    let stats = client.stats();
+    println!(
+        "{} acquisitions by 32 tasks on 4 names: {} overlaps; {} coalesced calls carried {}",
+        acquisitions.load(Ordering::SeqCst),
+        overlaps.load(Ordering::SeqCst),
+        stats.coalesced_calls,
+        stats.coalesced_acquisitions
+    );
+    assert_eq!(acquisitions.load(Ordering::SeqCst), 32 * 60);
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert!(stats.coalesced_calls > 0, "nothing was coalesced");
+    let mut conn = raw(&server).await;
+    for name in &names {
+        let exists: bool = conn.exists(name).await.unwrap();
+        assert!(!exists, "{name} left behind");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_callers_error_is_its_own() {
+    let server = server();
+    let client = client_of(&server, true).await;
+    let mut conn = raw(&server).await;
+    let wrong = unique("coalesce-wrongtype");
+    let _: () = conn.set(&wrong, "a string").await.unwrap();
+    let before = conn.get::<_, String>(&wrong).await.unwrap();
+    let mut coalesced_rounds = 0;
+    for round in 0..40 {
+        let start = client.stats().coalesced_acquisitions;
+        let names: Vec<String> = (0..32)
+            .map(|i| {
+                if i == 17 {
+                    wrong.clone()
+                } else {
+                    unique("coalesce-fine")
+                }
+            })
+            .collect();
+        let results = together(32, {
+            let (client, names) = (client.clone(), names.clone());
+            move |i| {
+                let (client, name) = (client.clone(), names[i].clone());
+                async move { client.lock(&name).with_fencing(true).try_lock().await }
+            }
+        })
+        .await;
+        let mut tokens = Vec::new();
+        for (i, result) in results.into_iter().enumerate() {
+            if i == 17 {
+                assert!(
+                    matches!(result, Err(Error::WrongType { .. })),
+                    "round {round}: the string key gave {result:?}"
+                );
+            } else {
+                let guard = result
+                    .unwrap_or_else(|e| panic!("round {round}: {e}"))
+                    .expect("a free name");
+                tokens.push(guard.fencing_token().expect("a fencing token"));
+                guard.unlock().await.unwrap();
+            }
+        }
+        assert_eq!(tokens.len(), 31);
+        if client.stats().coalesced_acquisitions > start {
+            coalesced_rounds += 1;
+        }
+    }
+    println!("40 rounds, {coalesced_rounds} of them coalesced");
+    assert!(coalesced_rounds > 0, "nothing was coalesced");
+    assert_eq!(conn.get::<_, String>(&wrong).await.unwrap(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_acquisitions_in_batches_leave_nothing() {
+    let server = server();
+    let client = client_of(&server, true).await;
+    let prefix = unique("coalesce-storm");
+    let names: Vec<String> = (0..8).map(|i| format!("{prefix}-{i}")).collect();
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    for round in 0..20u64 {
+        together(64, {
+            let (client, names, acquired, dropped) = (
+                client.clone(),
+                names.clone(),
+                acquired.clone(),
+                dropped.clone(),
+            );
+            move |task| {
+                let (client, names, acquired, dropped) = (
+                    client.clone(),
+                    names.clone(),
+                    acquired.clone(),
+                    dropped.clone(),
+                );
+                async move {
+                    // Limits from 0 to 2.5 ms: some end while waiting to leave, some while
+                    // their batch is under way, some after it answered.
+                    let limit = Duration::from_micros((task as u64 * 397 + round * 131) % 2_500);
+                    let lock = client.lock(&names[task % names.len()]);
+                    match tokio::time::timeout(limit, lock.lock()).await {
+                        Ok(Ok(guard)) => {
+                            acquired.fetch_add(1, Ordering::SeqCst);
+                            drop(guard);
+                        }
+                        Ok(Err(e)) => panic!("lock: {e}"),
+                        Err(_) => {
+                            dropped.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+    }
+    let settled = eventually(Duration::from_secs(10), || {
+        let stats = client.stats();
+        async move { stats.background_pending == 0 && stats.watchdog.holds == 0 }
+    })
+    .await;
+    assert!(
+        settled,
+        "background work or holds left: {:?}",
+        client.stats()
+    );
+    let mut conn = raw(&server).await;
+    let left: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap();
+    let stats = client.stats();
+    println!(
+        "1 280 acquisitions: {} acquired, {} dropped; {} coalesced calls carried {}; left: {left:?}",
+        acquired.load(Ordering::SeqCst),
+        dropped.load(Ordering::SeqCst),
+        stats.coalesced_calls,
+        stats.coalesced_acquisitions
+    );
+    assert!(left.is_empty(), "holds left behind: {left:?}");
+    assert!(
+        dropped.load(Ordering::SeqCst) > 0,
+        "no acquisition was dropped"
+    );
+    assert!(stats.coalesced_calls > 0, "nothing was coalesced");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_caller_and_a_client_without_coalescing_never_batch() {
+    let server = server();
+    let client = client_of(&server, true).await;
+    let name = unique("coalesce-lone");
+    for _ in 0..50 {
+        client
+            .lock(&name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+    }
+    assert_eq!(client.stats().coalesced_calls, 0, "a lone caller waited");
+
+    let off = client_of(&server, false).await;
+    let results = together(48, {
+        let off = off.clone();
+        move |_| {
+            let off = off.clone();
+            async move { off.lock(&unique("coalesce-off")).try_lock().await }
+        }
+    })
+    .await;
+    assert!(results.iter().all(|r| matches!(r, Ok(Some(_)))));
+    assert_eq!(off.stats().coalesced_calls, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_after_script_flush_is_reloaded_unseen() {
+    let server = server();
+    let client = client_of(&server, true).await;
+    let mut conn = raw(&server).await;
+    let mut coalesced_rounds = 0;
+    for _ in 0..20 {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let start = client.stats().coalesced_calls;
+        let results = together(32, {
+            let client = client.clone();
+            move |_| {
+                let client = client.clone();
+                async move { client.lock(&unique("coalesce-flush")).try_lock().await }
+            }
+        })
+        .await;
+        for result in results {
+            result
+                .expect("no NOSCRIPT reaches the caller")
+                .expect("a free name")
+                .unlock()
+                .await
+                .unwrap();
+        }
+        if client.stats().coalesced_calls > start {
+            coalesced_rounds += 1;
+        }
+    }
+    println!(
+        "20 flushes: {coalesced_rounds} rounds coalesced, {} reloads",
+        client.stats().script_reloads
+    );
+    assert!(coalesced_rounds > 0, "nothing was coalesced");
+}
