@@ -324,12 +324,12 @@ impl Client {
     /// # Errors
     /// As [`eval`](Client::eval).
     #[doc(hidden)]
-    pub async fn eval_undoable(
+    pub fn eval_undoable(
         &self,
         call: ScriptCall,
         undo: UndoGuard,
-    ) -> (Result<Value>, UndoGuard) {
-        self.inner.commands.eval_undoable(call, undo).await
+    ) -> impl Future<Output = (Result<Value>, UndoGuard)> + Send + '_ {
+        self.inner.commands.eval_undoable(call, undo)
     }
 
     /// Runs idempotent script calls in one pipelined round trip.

@@ -204,8 +204,9 @@ pub enum Attempt<T> {
 ///
 /// # Cancel safety
 /// Cancel safe if `attempt` is: the subscription is released on drop.
-#[allow(clippy::too_many_arguments)]
-pub async fn wait_for<T, F, Fut>(
+// Not an async fn, on purpose (see the comment in the body).
+#[allow(clippy::too_many_arguments, clippy::manual_async_fn)]
+pub fn wait_for<T, F, Fut>(
     client: &Client,
     primitive: &'static str,
     owner: Option<OwnerId>,
@@ -213,44 +214,48 @@ pub async fn wait_for<T, F, Fut>(
     wake: WakeMode,
     deadline: Option<Instant>,
     mut attempt: F,
-) -> Result<Option<T>>
+) -> impl Future<Output = Result<Option<T>>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
 {
-    let mut acquisition = client.begin_acquisition(primitive)?;
-    acquisition.naming(channel);
-    if let Some(owner) = owner {
-        acquisition.owned_by(owner);
-    }
-    let mut failures = 0;
-    let remaining = match open(
-        client,
-        retrying(&mut attempt, deadline, &mut failures).await,
-    )? {
-        Attempt::Done(value) => {
-            acquisition.finish("acquired");
-            return Ok(Some(value));
+    // An async block rather than an async fn: it keeps its arguments once, where an async
+    // fn's future keeps them twice (as arguments and as locals), in every acquisition's future.
+    async move {
+        let mut acquisition = client.begin_acquisition(primitive)?;
+        acquisition.naming(channel);
+        if let Some(owner) = owner {
+            acquisition.owned_by(owner);
         }
-        Attempt::Retry(remaining) => remaining,
-    };
-    if deadline.is_some_and(|d| d <= Instant::now()) {
-        acquisition.finish("timed_out");
-        return Ok(None);
+        let mut failures = 0;
+        let remaining = match open(
+            client,
+            retrying(&mut attempt, deadline, &mut failures).await,
+        )? {
+            Attempt::Done(value) => {
+                acquisition.finish("acquired");
+                return Ok(Some(value));
+            }
+            Attempt::Retry(remaining) => remaining,
+        };
+        if deadline.is_some_and(|d| d <= Instant::now()) {
+            acquisition.finish("timed_out");
+            return Ok(None);
+        }
+        // Boxed: waiting is the slow path, and inline it would make every acquisition's future
+        // (the first attempt's, which most acquisitions end with) twice as large.
+        Box::pin(wait_subscribed(
+            client,
+            channel,
+            wake,
+            deadline,
+            attempt,
+            acquisition,
+            failures,
+            remaining,
+        ))
+        .await
     }
-    // Boxed: waiting is the slow path, and inline it would make every acquisition's future
-    // (the first attempt's, which most acquisitions end with) twice as large.
-    Box::pin(wait_subscribed(
-        client,
-        channel,
-        wake,
-        deadline,
-        attempt,
-        acquisition,
-        failures,
-        remaining,
-    ))
-    .await
 }
 
 /// The rest of [`wait_for`] after a refused first attempt: subscribe, then try again on every
@@ -342,7 +347,9 @@ where
     Fut: Future<Output = Result<Attempt<T>>>,
 {
     loop {
-        match attempt().await {
+        // The pause is decided before it is awaited, so the attempt's result is not kept in
+        // this future during the pause (every acquisition's future holds this one).
+        let backoff = match attempt().await {
             Err(err) if err.is_transient() && *failures < TRANSIENT_RETRIES => {
                 *failures += 1;
                 let backoff = crate::Backoff::nth(
@@ -354,14 +361,16 @@ where
                     return Err(err);
                 }
                 tracing::debug!(error = %err, "transient failure; retrying the acquire");
-                tokio::time::sleep(backoff).await;
+                backoff
             }
             Err(err) => return Err(err),
             Ok(outcome) => {
                 *failures = 0;
                 return Ok(outcome);
             }
-        }
+        };
+        // Boxed: a retry is rare, and its timer inline would grow every acquisition's future.
+        Box::pin(tokio::time::sleep(backoff)).await;
     }
 }
 

@@ -273,15 +273,26 @@ impl WatchdogRegistry {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn settled(&self, key: &str, field: &str) {
+        if self.is_settled(key, field) {
+            return;
+        }
+        // Boxed: waiting is rare, and inline it would grow every acquisition's future.
+        Box::pin(self.settle(key, field)).await;
+    }
+
+    /// Whether no background release or undo on (`key`, `field`) is under way.
+    fn is_settled(&self, key: &str, field: &str) -> bool {
+        let pending = self.shared.pending.lock().expect("watchdog lock");
+        pending.is_empty() || !pending.contains_key(lookup(&(key, field)))
+    }
+
+    async fn settle(&self, key: &str, field: &str) {
         loop {
             let notified = self.shared.settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let pending = self.shared.pending.lock().expect("watchdog lock");
-                if pending.is_empty() || !pending.contains_key(lookup(&(key, field))) {
-                    return;
-                }
+            if self.is_settled(key, field) {
+                return;
             }
             notified.await;
         }

@@ -207,7 +207,10 @@ impl ReentrantLock {
             .arg(field)
             .arg(if self.fencing { "1" } else { "0" });
         let sent_at = Instant::now();
-        let (reply, undo) = self.client.eval_undoable(call, undo).await;
+        // Boxed on its own: inline, it would make the acquisition's boxed future larger than
+        // the allocator's fast sizes (about 1 KiB in glibc's), which costs more than two
+        // small allocations.
+        let (reply, undo) = Box::pin(self.client.eval_undoable(call, undo)).await;
         let reply = match reply {
             Ok(reply) => {
                 undo.disarm();

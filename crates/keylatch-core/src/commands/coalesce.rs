@@ -14,6 +14,7 @@
 //! was sent, nothing to undo); one that went away after gets its undo run in the background
 //! when the reply says the call took something, or was lost.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -65,39 +66,51 @@ impl Commands {
 
     /// Runs `call` with `undo` armed for it, coalesced with other callers' calls when the
     /// connection is busy (see the module docs).
-    pub(crate) async fn eval_undoable(
+    ///
+    /// The way is chosen before the future is made, so the future holds only what its way
+    /// needs (it is part of every acquisition's).
+    pub(crate) fn eval_undoable(
         self: &Arc<Self>,
         call: ScriptCall,
         undo: UndoGuard,
-    ) -> (Result<Value>, UndoGuard) {
+    ) -> impl Future<Output = (Result<Value>, UndoGuard)> + Send + '_ {
+        let way = self.way(call, undo);
+        async move {
+            match way {
+                Way::Alone(call, undo) => (self.eval_value(&call).await, undo),
+                Way::Turn(turn, call, undo) => {
+                    let reply = self.eval_value(&call).await;
+                    // Sends the calls that waited meanwhile (also when this future is dropped).
+                    drop(turn);
+                    (reply, undo)
+                }
+                Way::Waiting(receiver) => match receiver.await {
+                    Ok(answer) => answer,
+                    // The batch was dropped unsent (the runtime is shutting down): nothing ran.
+                    Err(_) => (Err(Error::Closed), UndoGuard::disarmed()),
+                },
+            }
+        }
+    }
+
+    /// How a call goes: alone (no coalescing), on a turn of its own, or waiting in its lane.
+    fn way(self: &Arc<Self>, call: ScriptCall, undo: UndoGuard) -> Way {
         if self.lanes.is_empty() || call.script().took().is_none() {
-            return (self.eval_value(&call).await, undo);
+            return Way::Alone(call, undo);
         }
         let index = self.pick(call.first_key());
-        let (call, undo, receiver) = {
-            let mut lane = self.lanes[index].lock().expect("lane lock");
-            if lane.waiting.is_empty() && lane.under_way < COALESCE_AFTER {
-                lane.under_way += 1;
-                (Some(call), Some(undo), None)
-            } else {
-                let (reply, receiver) = oneshot::channel();
-                lane.waiting.push(Waiting { call, undo, reply });
-                (None, None, Some(receiver))
-            }
-        };
-        if let (Some(call), Some(undo)) = (call, undo) {
-            // Sends the waiting calls when this one is done, or dropped.
-            let _turn = Turn {
+        let mut lane = self.lanes[index].lock().expect("lane lock");
+        if lane.waiting.is_empty() && lane.under_way < COALESCE_AFTER {
+            lane.under_way += 1;
+            let turn = Turn {
                 commands: self.clone(),
                 index,
             };
-            return (self.eval_value(&call).await, undo);
+            return Way::Turn(turn, call, undo);
         }
-        match receiver.expect("queued").await {
-            Ok(answer) => answer,
-            // The batch was dropped unsent (the runtime is shutting down): nothing ran.
-            Err(_) => (Err(Error::Closed), UndoGuard::disarmed()),
-        }
+        let (reply, receiver) = oneshot::channel();
+        lane.waiting.push(Waiting { call, undo, reply });
+        Way::Waiting(receiver)
     }
 
     /// A call or batch on lane `index` is done: the waiting calls leave together, or the lane
@@ -382,6 +395,12 @@ fn one_reply(item: Value, key: &str) -> Result<Value> {
         Value::ServerError(err) => Err(Error::from_redis(RedisError::from(err), key)),
         other => Ok(other),
     }
+}
+
+enum Way {
+    Alone(ScriptCall, UndoGuard),
+    Turn(Turn, ScriptCall, UndoGuard),
+    Waiting(oneshot::Receiver<Answer>),
 }
 
 /// Ends a call's turn on its lane (see [`Commands::finished`]), also when it is dropped.
