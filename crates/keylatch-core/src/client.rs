@@ -94,10 +94,10 @@ pub struct ClientStats {
     /// Times the primary was looked up through the sentinels (zero without Sentinel).
     pub primary_lookups: u64,
     /// Coalesced script calls sent ([`Config::coalesce`]): each carried several callers'
-    /// acquisitions.
+    /// acquisitions or releases.
     pub coalesced_calls: u64,
-    /// The acquisitions those coalesced calls carried.
-    pub coalesced_acquisitions: u64,
+    /// The acquisitions and releases those coalesced calls carried.
+    pub coalesced_requests: u64,
 }
 
 /// Whether the server behind `client` runs in cluster mode (`INFO cluster`), asked on a
@@ -330,6 +330,22 @@ impl Client {
         undo: UndoGuard,
     ) -> impl Future<Output = (Result<Value>, UndoGuard)> + Send + '_ {
         self.inner.commands.eval_undoable(call, undo)
+    }
+
+    /// Runs a script call that takes nothing and needs no undo of its own (such as a release
+    /// whose undo the caller keeps), coalesced with other callers' calls when its script is
+    /// [`coalescing`](LuaScript::coalescing) (see [`eval_undoable`](Client::eval_undoable)).
+    /// If this future is dropped before the call was sent, it is not sent.
+    ///
+    /// # Errors
+    /// As [`eval`](Client::eval).
+    #[doc(hidden)]
+    pub async fn eval_coalesced(&self, call: ScriptCall) -> Result<Value> {
+        self.inner
+            .commands
+            .eval_undoable(call, UndoGuard::disarmed())
+            .await
+            .0
     }
 
     /// Runs idempotent script calls in one pipelined round trip.
@@ -579,7 +595,7 @@ impl Client {
             primary_moves: self.inner.topology.moves(),
             primary_lookups: self.inner.topology.lookups(),
             coalesced_calls: self.inner.commands.coalesced().0,
-            coalesced_acquisitions: self.inner.commands.coalesced().1,
+            coalesced_requests: self.inner.commands.coalesced().1,
         }
     }
 }

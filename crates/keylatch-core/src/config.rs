@@ -126,13 +126,13 @@ pub struct Config {
     /// Default 4, at most 64; not used on a cluster. `KEYLATCH_PUBSUB_PATTERNS` in
     /// [`Config::from_env`].
     pub pubsub_patterns: usize,
-    /// Coalesce concurrent acquisitions: when a command connection already carries
-    /// [`COALESCE_AFTER`](crate::COALESCE_AFTER) calls, further acquisitions of locks on it
-    /// wait for one of them to finish and then go together, in one script call that runs
-    /// each in turn (each with its own result, error and cancellation). A lone caller never
-    /// waits. Raises throughput where many tasks acquire at once; not used on a cluster or
-    /// with replica acknowledgement. Default on; `KEYLATCH_COALESCE` in
-    /// [`Config::from_env`].
+    /// Coalesce concurrent acquisitions and releases: when a command connection already
+    /// carries [`COALESCE_AFTER`](crate::COALESCE_AFTER) calls, further reentrant-lock
+    /// acquisitions (and releases of a last guard) on it wait for one of them to finish and
+    /// then go together, in one script call that runs each in turn (each with its own result,
+    /// error and cancellation). A lone caller never waits. Fewer calls for the server where
+    /// many tasks acquire at once; not used on a cluster or with replica acknowledgement.
+    /// Default on; `KEYLATCH_COALESCE` (`true`/`false`) in [`Config::from_env`].
     pub coalesce: bool,
     /// A setting from the environment that did not parse: `validate` reports it.
     #[cfg_attr(feature = "serde", serde(skip))]

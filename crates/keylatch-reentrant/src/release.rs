@@ -16,16 +16,18 @@ pub(crate) struct ReentrantRelease {
     pub(crate) channel: Arc<str>,
 }
 
-#[async_trait]
-impl HoldRelease for ReentrantRelease {
-    async fn release(&self, owner: OwnerId) -> Result<()> {
-        let call = RELEASE
+impl ReentrantRelease {
+    fn call(&self, owner: OwnerId) -> keylatch_core::ScriptCall {
+        RELEASE
             .call()
             .key(&*self.name)
             .key(&*self.channel)
             .arg(UNLOCK_MESSAGE)
-            .arg(owner);
-        match self.client.eval_value(&call).await? {
+            .arg(owner)
+    }
+
+    fn released(&self, reply: Value) -> Result<()> {
+        match reply {
             Value::Nil => Err(Error::NotHeld {
                 name: self.name.to_string(),
             }),
@@ -34,6 +36,19 @@ impl HoldRelease for ReentrantRelease {
                 what: "reentrant_release",
             }),
         }
+    }
+}
+
+#[async_trait]
+impl HoldRelease for ReentrantRelease {
+    async fn release(&self, owner: OwnerId) -> Result<()> {
+        let reply = self.client.eval_value(&self.call(owner)).await?;
+        self.released(reply)
+    }
+
+    async fn release_last(&self, owner: OwnerId) -> Result<()> {
+        let reply = self.client.eval_coalesced(self.call(owner)).await?;
+        self.released(reply)
     }
 
     async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()> {

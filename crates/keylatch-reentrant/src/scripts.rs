@@ -17,7 +17,7 @@ fn acquired(reply: &Value) -> bool {
     matches!(reply, Value::Nil | Value::Array(_))
 }
 pub(crate) static RELEASE: LuaScript =
-    LuaScript::freeing("reentrant_release", include_str!("lua/release.lua"));
+    LuaScript::freeing("reentrant_release", include_str!("lua/release.lua")).coalescing(|_| false);
 pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(
     "reentrant_release_if_count",
     include_str!("lua/release_if_count.lua"),

@@ -4,7 +4,8 @@
 //! A connection carries up to [`COALESCE_AFTER`] calls of its own at once. A call that finds
 //! that many under way (or others already waiting) waits in the connection's lane. When a call
 //! under way finishes and calls are waiting, they leave together: one `EVALSHA` of the
-//! script's batch variant ([`LuaScript::batched`]) for each script among them, in one pipeline,
+//! script's batch variant ([`LuaScript::batched`]) for each run of calls of one script, in the
+//! order they were made, in one pipeline,
 //! on the same connection as a call of their own would use (so requests on one key still reach
 //! Redis in the order they were sent). A lone caller never waits, and no timer is involved:
 //! calls wait only for a reply that was coming anyway.
@@ -186,19 +187,23 @@ impl Commands {
 
     /// One reply per call of `batch`, in order.
     async fn run_batch(&self, index: usize, batch: &[Waiting]) -> Vec<Result<Value>> {
-        // The scripts among the calls, each with the positions of its calls.
+        // Runs of calls of one script, in the order the calls were made: Redis runs a
+        // pipeline in order, so no call overtakes one made before it (a waiter's acquisition
+        // must not run before the release it followed, or it would miss both the lock and the
+        // release's wake-up).
         let mut groups: Vec<(&'static LuaScript, Vec<usize>)> = Vec::new();
         for (position, waiting) in batch.iter().enumerate() {
             let script = waiting.call.script();
-            match groups.iter_mut().find(|(s, _)| std::ptr::eq(*s, script)) {
-                Some((_, positions)) => positions.push(position),
-                None => groups.push((script, vec![position])),
+            match groups.last_mut() {
+                Some((last, positions)) if std::ptr::eq(*last, script) => positions.push(position),
+                _ => groups.push((script, vec![position])),
             }
         }
-        let mut pipe = redis::pipe();
-        for (script, positions) in &groups {
-            pipe.add_command(batch_cmd(script, positions.iter().map(|&p| &batch[p].call)));
-        }
+        let cmds: Vec<redis::Cmd> = groups
+            .iter()
+            .map(|(script, positions)| batch_cmd(script, positions.iter().map(|&p| &batch[p].call)))
+            .collect();
+        let scripts: Vec<&'static LuaScript> = groups.iter().map(|(script, _)| *script).collect();
         self.coalesced
             .batches
             .fetch_add(groups.len() as u64, Ordering::Relaxed);
@@ -209,7 +214,7 @@ impl Commands {
         let mut replies: Vec<Result<Value>> = (0..batch.len())
             .map(|_| Err(Error::UnexpectedReply { what: "batch" }))
             .collect();
-        match self.send_pipeline(index, &pipe, &groups, first_key).await {
+        match self.send_pipeline(index, &cmds, &scripts, first_key).await {
             Ok(values) => {
                 for ((script, positions), value) in groups.iter().zip(values) {
                     match value {
@@ -254,42 +259,74 @@ impl Commands {
         replies
     }
 
-    /// Sends the batch pipeline on lane `index`'s connection: again with the batch scripts
-    /// loaded after `NOSCRIPT`, and again to the new primary after `READONLY` (refused
-    /// scripts did not run). One reply per command; an error for the whole pipeline when the
-    /// connection failed (then the outcome is unknown).
+    /// Sends the batch's commands (one per group) in one pipeline on lane `index`'s
+    /// connection. A command refused with `NOSCRIPT` (after `SCRIPT FLUSH` or a restart; its
+    /// batch script is also loaded lazily) or `READONLY` (a failover) did not run: only those
+    /// are sent again, after loading their scripts or moving to the new primary; the others
+    /// ran and must not run twice. One reply per command; an error for the whole pipeline
+    /// when the connection failed (then the outcome is unknown).
     async fn send_pipeline(
         &self,
         index: usize,
-        pipe: &redis::Pipeline,
-        groups: &[(&'static LuaScript, Vec<usize>)],
+        cmds: &[redis::Cmd],
+        scripts: &[&'static LuaScript],
         first_key: &str,
     ) -> std::result::Result<Vec<redis::RedisResult<Value>>, Failure> {
-        let mut attempt = 0;
+        let mut replies: Vec<Option<redis::RedisResult<Value>>> = vec![None; cmds.len()];
+        let mut todo: Vec<usize> = (0..cmds.len()).collect();
+        let (mut reloads, mut moves) = (0, 0);
         loop {
             let (generation, mut conn) = match self.connection(index).await {
                 Ok(found) => found,
                 Err(err) => return Err(Failure::NoConnection(err)),
             };
-            let mut sent = pipe.clone();
-            sent.ignore_errors();
-            let mut replies: Vec<redis::RedisResult<Value>> =
-                match sent.query_async(&mut conn).await {
-                    Ok(replies) => replies,
-                    Err(err) => {
-                        let _ = self.map_error(err.clone(), first_key, index, generation);
-                        return Err(Failure::Redis(err));
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for &position in &todo {
+                pipe.add_command(cmds[position].clone());
+            }
+            let sent: Vec<redis::RedisResult<Value>> = match pipe.query_async(&mut conn).await {
+                Ok(sent) => sent,
+                Err(err) => {
+                    let _ = self.map_error(err.clone(), first_key, index, generation);
+                    return Err(Failure::Redis(err));
+                }
+            };
+            let mut load: Vec<&'static LuaScript> = Vec::new();
+            let (mut again, mut moved) = (Vec::new(), None);
+            for (&position, reply) in todo.iter().zip(sent) {
+                match reply {
+                    Err(err) if is_noscript(&err) && reloads == 0 => {
+                        if !load.iter().any(|s| std::ptr::eq(*s, scripts[position])) {
+                            load.push(scripts[position]);
+                        }
+                        again.push(position);
                     }
-                };
-            if replies.iter().any(|r| r.as_ref().is_err_and(is_noscript)) {
+                    Err(err) if super::is_readonly(&err) && moves < READONLY_RETRIES => {
+                        moved = Some(err);
+                        again.push(position);
+                    }
+                    reply => replies[position] = Some(reply),
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            if let Some(err) = moved {
+                // Moves the connection to the new primary.
+                let _ = self.map_error(err, first_key, index, generation);
+                moves += 1;
+            }
+            if !load.is_empty() {
+                reloads += 1;
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("NOSCRIPT: batch scripts reloaded");
                 crate::telemetry::round_trip();
                 let mut reload = redis::pipe();
-                for (script, _) in groups {
-                    let mut load = redis::cmd("SCRIPT");
-                    load.arg("LOAD").arg(&script.batched().0);
-                    reload.add_command(load).ignore();
+                for script in load {
+                    let mut cmd = redis::cmd("SCRIPT");
+                    cmd.arg("LOAD").arg(&script.batched().0);
+                    reload.add_command(cmd).ignore();
                 }
                 let (generation, mut conn) = match self.connection(index).await {
                     Ok(found) => found,
@@ -299,26 +336,13 @@ impl Commands {
                     let _ = self.map_error(err.clone(), first_key, index, generation);
                     return Err(Failure::Redis(err));
                 }
-                replies = match sent.query_async(&mut conn).await {
-                    Ok(replies) => replies,
-                    Err(err) => {
-                        let _ = self.map_error(err.clone(), first_key, index, generation);
-                        return Err(Failure::Redis(err));
-                    }
-                };
             }
-            let refused = replies
-                .iter()
-                .find_map(|r| r.as_ref().err().filter(|e| super::is_readonly(e)).cloned());
-            match refused {
-                Some(err) if attempt < READONLY_RETRIES => {
-                    // Moves the connection to the new primary; nothing ran.
-                    let _ = self.map_error(err, first_key, index, generation);
-                    attempt += 1;
-                }
-                _ => return Ok(replies),
-            }
+            todo = again;
         }
+        Ok(replies
+            .into_iter()
+            .map(|reply| reply.expect("every command answered"))
+            .collect())
     }
 }
 
