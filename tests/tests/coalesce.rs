@@ -1,13 +1,14 @@
 //! Coalesced acquisitions (`Config::coalesce`): concurrent acquisitions on one connection go to
 //! Redis together in one script call, and each caller still gets its own result, error and
 //! cancellation. Every test checks that calls were in fact coalesced, so it cannot pass by
-//! never batching.
+//! never batching. The clients keep one command connection, and the tests run several times
+//! [`COALESCE_AFTER`](keylatch::COALESCE_AFTER) callers at once.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use keylatch::redis::{self, AsyncCommands};
-use keylatch::{Client, Config, Error};
+use keylatch::{COALESCE_AFTER, Client, Config, Error};
 use keylatch_tests::{eventually, raw, server, unique};
 use tokio::sync::Barrier;
 
@@ -15,6 +16,7 @@ async fn client_of(server: &keylatch_tests::RedisServer, coalesce: bool) -> Clie
     let config = Config::builder()
         .url(server.url())
         .coalesce(coalesce)
+        .connections(1)
         .build()
         .unwrap();
     Client::connect_with(config).await.unwrap()
@@ -51,7 +53,7 @@ async fn a_contested_lock_goes_to_exactly_one_caller_of_a_batch() {
     let client = client_of(&server, true).await;
     let name = unique("coalesce-contested");
     for round in 0..30 {
-        let results = together(48, {
+        let results = together(3 * COALESCE_AFTER, {
             let (client, name) = (client.clone(), name.clone());
             move |_| {
                 let (client, name) = (client.clone(), name.clone());
@@ -70,8 +72,10 @@ async fn a_contested_lock_goes_to_exactly_one_caller_of_a_batch() {
     }
     let stats = client.stats();
     println!(
-        "30 rounds of 48 callers: {} coalesced calls carried {} acquisitions",
-        stats.coalesced_calls, stats.coalesced_requests
+        "30 rounds of {} callers: {} coalesced calls carried {} acquisitions",
+        3 * COALESCE_AFTER,
+        stats.coalesced_calls,
+        stats.coalesced_requests
     );
     assert!(stats.coalesced_calls > 0, "nothing was coalesced");
     assert!(stats.coalesced_requests >= 2 * stats.coalesced_calls);
@@ -86,7 +90,8 @@ async fn tasks_in_batches_never_overlap() {
     let held: Arc<Vec<AtomicBool>> = Arc::new((0..4).map(|_| AtomicBool::new(false)).collect());
     let overlaps = Arc::new(AtomicUsize::new(0));
     let acquisitions = Arc::new(AtomicUsize::new(0));
-    together(32, {
+    let tasks = 3 * COALESCE_AFTER;
+    together(tasks, {
         let (client, names, held, overlaps, acquisitions) = (
             client.clone(),
             names.clone(),
@@ -120,13 +125,13 @@ async fn tasks_in_batches_never_overlap() {
     .await;
     let stats = client.stats();
     println!(
-        "{} acquisitions by 32 tasks on 4 names: {} overlaps; {} coalesced calls carried {}",
+        "{} acquisitions by {tasks} tasks on 4 names: {} overlaps; {} coalesced calls carried {}",
         acquisitions.load(Ordering::SeqCst),
         overlaps.load(Ordering::SeqCst),
         stats.coalesced_calls,
         stats.coalesced_requests
     );
-    assert_eq!(acquisitions.load(Ordering::SeqCst), 32 * 60);
+    assert_eq!(acquisitions.load(Ordering::SeqCst), tasks * 60);
     assert_eq!(overlaps.load(Ordering::SeqCst), 0);
     assert!(stats.coalesced_calls > 0, "nothing was coalesced");
     let mut conn = raw(&server).await;
@@ -147,7 +152,7 @@ async fn one_callers_error_is_its_own() {
     let mut coalesced_rounds = 0;
     for round in 0..40 {
         let start = client.stats().coalesced_requests;
-        let names: Vec<String> = (0..32)
+        let names: Vec<String> = (0..3 * COALESCE_AFTER)
             .map(|i| {
                 if i == 17 {
                     wrong.clone()
@@ -156,7 +161,7 @@ async fn one_callers_error_is_its_own() {
                 }
             })
             .collect();
-        let results = together(32, {
+        let results = together(3 * COALESCE_AFTER, {
             let (client, names) = (client.clone(), names.clone());
             move |i| {
                 let (client, name) = (client.clone(), names[i].clone());
@@ -179,7 +184,7 @@ async fn one_callers_error_is_its_own() {
                 guard.unlock().await.unwrap();
             }
         }
-        assert_eq!(tokens.len(), 31);
+        assert_eq!(tokens.len(), 3 * COALESCE_AFTER - 1);
         if client.stats().coalesced_requests > start {
             coalesced_rounds += 1;
         }
@@ -198,7 +203,7 @@ async fn dropped_acquisitions_in_batches_leave_nothing() {
     let acquired = Arc::new(AtomicUsize::new(0));
     let dropped = Arc::new(AtomicUsize::new(0));
     for round in 0..20u64 {
-        together(64, {
+        together(4 * COALESCE_AFTER, {
             let (client, names, acquired, dropped) = (
                 client.clone(),
                 names.clone(),
@@ -246,7 +251,8 @@ async fn dropped_acquisitions_in_batches_leave_nothing() {
     let left: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap();
     let stats = client.stats();
     println!(
-        "1 280 acquisitions: {} acquired, {} dropped; {} coalesced calls carried {}; left: {left:?}",
+        "{} acquisitions: {} acquired, {} dropped; {} coalesced calls carried {}; left: {left:?}",
+        20 * 4 * COALESCE_AFTER,
         acquired.load(Ordering::SeqCst),
         dropped.load(Ordering::SeqCst),
         stats.coalesced_calls,
@@ -308,7 +314,7 @@ async fn a_batch_after_script_flush_is_reloaded_unseen_and_runs_once() {
             .await
             .unwrap();
         let start = client.stats().coalesced_calls;
-        let held = together(16, {
+        let held = together(2 * COALESCE_AFTER, {
             let (client, prefix) = (client.clone(), prefix.clone());
             move |i| {
                 let name = format!("{prefix}-{round}-held-{i}");
@@ -318,7 +324,7 @@ async fn a_batch_after_script_flush_is_reloaded_unseen_and_runs_once() {
         })
         .await;
         let held = Arc::new(std::sync::Mutex::new(held));
-        let results = together(32, {
+        let results = together(4 * COALESCE_AFTER, {
             let (client, prefix) = (client.clone(), prefix.clone());
             move |i| {
                 let (client, prefix, held) = (client.clone(), prefix.clone(), held.clone());
@@ -369,7 +375,7 @@ async fn releases_go_together_and_dropped_ones_still_release_once() {
         // Half the names are held twice by one owner (a hold count of 2): their first unlock
         // is not the last and must leave the lock held by the second guard.
         let mut guards = Vec::new();
-        for i in 0..48 {
+        for i in 0..6 * COALESCE_AFTER {
             let lock = client
                 .lock(&format!("{prefix}-{round}-{i}"))
                 .with_owner(keylatch::Owner::unique());
@@ -382,7 +388,7 @@ async fn releases_go_together_and_dropped_ones_still_release_once() {
             guards.push((first, second));
         }
         let start = client.stats().coalesced_calls;
-        let seconds = together(48, {
+        let seconds = together(6 * COALESCE_AFTER, {
             let guards = Arc::new(std::sync::Mutex::new(
                 guards.into_iter().map(Some).collect::<Vec<_>>(),
             ));
@@ -428,7 +434,10 @@ async fn releases_go_together_and_dropped_ones_still_release_once() {
         client.stats()
     );
     let left: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap();
-    println!("20 rounds of 48 unlocks: {coalesced_rounds} rounds coalesced; left: {left:?}");
+    println!(
+        "20 rounds of {} unlocks: {coalesced_rounds} rounds coalesced; left: {left:?}",
+        6 * COALESCE_AFTER
+    );
     assert!(left.is_empty(), "holds left behind: {left:?}");
     assert!(coalesced_rounds > 0, "nothing was coalesced");
 }

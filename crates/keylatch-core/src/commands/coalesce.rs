@@ -28,7 +28,7 @@ use crate::guard::UndoGuard;
 use crate::script::{LuaScript, ScriptCall};
 
 /// How many calls a connection carries at once before acquisitions on it are coalesced.
-pub const COALESCE_AFTER: usize = 8;
+pub const COALESCE_AFTER: usize = 16;
 
 /// The most calls one batch carries (the rest leave with the next).
 const MOST_PER_BATCH: usize = 128;
