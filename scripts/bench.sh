@@ -6,14 +6,17 @@
 # against rslock over 3 and over 5 throwaway redis-servers, rendered between
 # <!-- redlock:start --> and <!-- redlock:end -->; and keylatch on a 3-primary Redis Cluster
 # against one server (scripts/bench-cluster.sh), between <!-- cluster:start --> and
-# <!-- cluster:end -->.
+# <!-- cluster:end -->; and the library tax (tests/benches/tax.rs) at 1 to 1 024 tasks with
+# coalescing on and off, plotted as docs/img/scaling.png between <!-- scaling:start --> and
+# <!-- scaling:end -->.
 #
-#   ./scripts/bench.sh             # full run: about 10 minutes on 2 cores, after the first build
+#   ./scripts/bench.sh             # full run: about 15 minutes on 2 cores, after the first build
 #   ./scripts/bench.sh --quick     # every scenario at a quarter of its duration
 #   ./scripts/bench.sh --report    # re-render the doc from the last run's bench/results/
 #   ./scripts/bench.sh --runners rust,node   # a subset (the report then lacks the others)
 #   ./scripts/bench.sh --redlock-only [--quick]   # the RedLock step and its section alone
 #   ./scripts/bench.sh --cluster-only [--quick]   # the cluster step and its section alone
+#   ./scripts/bench.sh --scaling-only [--quick]   # the scaling step and its section alone
 #
 # Installs: redis-server, redis-cli and redis-benchmark (./scripts/setup.sh, Debian's
 # packages); the Python peers and matplotlib with pip into bench/.venv; the Node peers with
@@ -32,6 +35,7 @@ QUICK=0
 REPORT_ONLY=0
 REDLOCK_ONLY=0
 CLUSTER_ONLY=0
+SCALING_ONLY=0
 INVOCATION="./scripts/bench.sh${*:+ $*}"
 RUNNERS="rust,python,node"
 while [ $# -gt 0 ]; do
@@ -41,7 +45,8 @@ while [ $# -gt 0 ]; do
         --runners) RUNNERS="$2"; shift ;;
         --redlock-only) REDLOCK_ONLY=1 ;;
         --cluster-only) CLUSTER_ONLY=1 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        --scaling-only) SCALING_ONLY=1 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
     shift
@@ -94,7 +99,7 @@ if [ "$REDLOCK_ONLY" -eq 0 ]; then
 fi
 
 if [ "$REPORT_ONLY" -eq 0 ]; then
-    if wants node && [ "$REDLOCK_ONLY" -eq 0 ]; then
+    if wants node && [ "$REDLOCK_ONLY" -eq 0 ] && [ "$SCALING_ONLY" -eq 0 ]; then
         if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
             log "node/npm missing: installing Debian's nodejs and npm"
             as_root env DEBIAN_FRONTEND=noninteractive apt-get update
@@ -107,9 +112,11 @@ if [ "$REPORT_ONLY" -eq 0 ]; then
         fi
         log "node $(node --version): redlock, redis-semaphore, ioredis from bench/node/package-lock.json"
     fi
-    # Always: the raw EVALSHA baseline of every runner comes from it.
-    log "building bench/rust (keylatch by path + the Rust peers; target dir bench/target)"
-    cargo build --release --quiet --manifest-path "$BENCH/rust/Cargo.toml"
+    # Always but for the scaling step: the raw EVALSHA baseline of every runner comes from it.
+    if [ "$SCALING_ONLY" -eq 0 ]; then
+        log "building bench/rust (keylatch by path + the Rust peers; target dir bench/target)"
+        cargo build --release --quiet --manifest-path "$BENCH/rust/Cargo.toml"
+    fi
 fi
 
 # --- RedLock over 3 and 5 servers ----------------------------------------------------------
@@ -178,9 +185,72 @@ with open(path, "w") as f:
 PY
 }
 
+# --- scaling: the library tax at 1 to 1 024 tasks ------------------------------------------
+# tests/benches/tax.rs (it starts its own redis-server) with coalescing on, then off:
+# bench/results/scaling/coalesce-{on,off}.jsonl and meta.json. 3 blocks of 2 s per side and
+# size (--quick: 2 of 1 s); KEYLATCH_TAX_BLOCKS overrides the count.
+SCALING_TASKS=1,2,4,8,16,32,64,128,256,512,1024
+run_scaling() {
+    section "scaling: keylatch against its own scripts raw at 1 to 1 024 tasks"
+    local out="$RESULTS/scaling" load_start load_end started=$SECONDS setting exe commit dirty
+    local vars=(KEYLATCH_TAX_TASKS="$SCALING_TASKS")
+    if [ "$QUICK" -eq 1 ]; then
+        vars+=(KEYLATCH_BENCH_QUICK=1)
+    else
+        vars+=(KEYLATCH_TAX_BLOCKS="${KEYLATCH_TAX_BLOCKS:-3}")
+    fi
+    rm -rf "$out"
+    mkdir -p "$out"
+    # Built once, both settings run that binary: what it was built from is what was measured.
+    commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")"
+    dirty="$(git -C "$ROOT" status --porcelain -- crates 2>/dev/null || true)"
+    log "building the tax bench (release; target dir bench/target)"
+    exe="$(cargo bench --locked --manifest-path "$ROOT/Cargo.toml" -p keylatch-tests \
+        --bench tax --no-run --message-format=json-render-diagnostics | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "tax" and m.get("executable"):
+        print(m["executable"])')"
+    [ -x "$exe" ] || die "the tax bench did not build"
+    load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+    for setting in on off; do
+        section "scaling: coalescing $setting"
+        local coalesce=()
+        [ "$setting" = off ] && coalesce=(KEYLATCH_COALESCE=0)
+        env -u KEYLATCH_COALESCE -u KEYLATCH_TAX_SIDE -u KEYLATCH_BENCH_CONNECTIONS \
+            "${vars[@]}" "${coalesce[@]}" KEYLATCH_TAX_JSON="$out/coalesce-$setting.jsonl" \
+            "$exe" --bench
+    done
+    load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
+    log "scaling step took $((SECONDS - started)) s"
+    python3 - "$out/meta.json" "$INVOCATION" "$load_start" "$load_end" "$SCALING_TASKS" \
+        "$commit" "$dirty" <<'PY'
+import json, os, subprocess, sys, time
+path, invocation, start, end, tasks, commit, dirty = sys.argv[1:]
+def out(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except Exception:
+        return "?"
+with open(path, "w") as f:
+    json.dump({
+        "date": time.strftime("%Y-%m-%d"), "invocation": invocation,
+        "tasks": [int(t) for t in tasks.split(",")],
+        "cpus": os.cpu_count(), "load": {"start": start, "end": end},
+        "redis": "Redis " + out("redis-server", "--version").split("v=")[-1].split()[0],
+        "rustc": out("rustc", "--version").rsplit(" (", 1)[0],
+        # The library as built: its commit, and uncommitted changes to it then.
+        "commit": commit, "dirty": [d[3:] for d in dirty.splitlines()],
+    }, f)
+PY
+}
+
 # --- run -----------------------------------------------------------------------------------
 if [ "$REPORT_ONLY" -eq 0 ] && [ "$REDLOCK_ONLY" -eq 1 ]; then
     run_redlock
+elif [ "$REPORT_ONLY" -eq 0 ] && [ "$SCALING_ONLY" -eq 1 ]; then
+    run_scaling
 elif [ "$REPORT_ONLY" -eq 0 ]; then
     rm -rf "$RESULTS"
     mkdir -p "$RESULTS"
@@ -238,6 +308,7 @@ json.dump(out, open(sys.argv[1], "w"))' "$RESULTS/redis_benchmark.json"
         run_redlock
         section "keylatch on a Redis Cluster against one server"
         "$ROOT/scripts/bench-cluster.sh" "${CLUSTER_ARGS[@]}"
+        run_scaling
     fi
     # What the doc needs to say about this run.
     "$PY" - "$RESULTS/meta.json" <<EOF
@@ -280,11 +351,17 @@ fi
 # --- report --------------------------------------------------------------------------------
 section "report"
 [ -d "$RESULTS" ] || die "no results in $RESULTS: run without --report first"
-if [ "$REDLOCK_ONLY" -eq 0 ]; then
+if [ "$REDLOCK_ONLY" -eq 0 ] && [ "$SCALING_ONLY" -eq 0 ]; then
     "$PY" "$BENCH/report.py" --results "$RESULTS" --doc "$ROOT/docs/benchmarks.md" --img "$ROOT/docs/img"
 fi
-if [ -f "$RESULTS/redlock/meta.json" ]; then
+if [ "$SCALING_ONLY" -eq 0 ] && [ -f "$RESULTS/redlock/meta.json" ]; then
     python3 "$BENCH/redlock_report.py" --results "$RESULTS/redlock" --doc "$ROOT/docs/benchmarks.md"
 elif [ "$REDLOCK_ONLY" -eq 1 ]; then
     die "no RedLock results in $RESULTS/redlock: run with --redlock-only first"
+fi
+if [ "$REDLOCK_ONLY" -eq 0 ] && [ -f "$RESULTS/scaling/meta.json" ]; then
+    "$PY" "$BENCH/scaling_report.py" --results "$RESULTS/scaling" --doc "$ROOT/docs/benchmarks.md" \
+        --img "$ROOT/docs/img"
+elif [ "$SCALING_ONLY" -eq 1 ]; then
+    die "no scaling results in $RESULTS/scaling: run with --scaling-only first"
 fi

@@ -9,9 +9,12 @@
 //! KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch-tests --bench tax
 //! # for a profile of one side alone: only these task counts, only one side
 //! KEYLATCH_TAX_TASKS=256 KEYLATCH_TAX_SIDE=keylatch cargo bench -p keylatch-tests --bench tax
+//! # fewer blocks per side and size; and one JSON line per size appended to a file
+//! KEYLATCH_TAX_BLOCKS=3 KEYLATCH_TAX_JSON=tax.jsonl cargo bench -p keylatch-tests --bench tax
 //! ```
 mod common;
 
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,6 +90,12 @@ async fn main() {
     } else {
         (4, Duration::from_millis(2000))
     };
+    let blocks = std::env::var("KEYLATCH_TAX_BLOCKS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(blocks);
+    // Appended to, one line per size (scripts/bench.sh --scaling-only reads them).
+    let json = std::env::var_os("KEYLATCH_TAX_JSON");
     let server = RedisServer::start().expect("start redis-server (run ./scripts/setup.sh)");
     let client = common::client(&server).await;
     let raw_client = redis::Client::open(server.url()).unwrap();
@@ -199,18 +208,41 @@ async fn main() {
         let stats = client.stats();
         let coalesced = (
             stats.coalesced_calls - coalesced_before.0,
-            stats.coalesced_acquisitions - coalesced_before.1,
+            stats.coalesced_requests - coalesced_before.1,
         );
-        coalesced_before = (stats.coalesced_calls, stats.coalesced_acquisitions);
+        coalesced_before = (stats.coalesced_calls, stats.coalesced_requests);
         let (lc, rc) = (cpu(&lib), cpu(&raw_total));
         let pairs: u64 = lib.iter().map(|b| b.pairs).sum();
+        let share = coalesced.1 as f64 / pairs.max(1) as f64;
+        let per_call = coalesced.1 as f64 / coalesced.0.max(1) as f64;
         println!(
-            "{tasks:>6} {l:>14.0} {r:>14.0} {:>6.2}x {lc:>12.1} {rc:>12.1} {:>6.2}x {:>10.2} {:>8.1}",
+            "{tasks:>6} {l:>14.0} {r:>14.0} {:>6.2}x {lc:>12.1} {rc:>12.1} {:>6.2}x {share:>10.2} {per_call:>8.1}",
             l / r,
             lc / rc,
-            coalesced.1 as f64 / pairs.max(1) as f64,
-            coalesced.1 as f64 / coalesced.0.max(1) as f64,
         );
+        if let Some(path) = &json {
+            // A side that did not run is NaN here, null in the line.
+            let line = serde_json::json!({
+                "tasks": tasks,
+                "keylatch_pairs_per_s": l,
+                "raw_pairs_per_s": r,
+                "ratio": l / r,
+                "keylatch_cpu_us_per_pair": lc,
+                "raw_cpu_us_per_pair": rc,
+                // Requests (acquisitions and releases) sent coalesced: per pair, of 2.
+                "coalesced_per_pair": share,
+                "requests_per_coalesced_call": per_call,
+                "coalesce": client.config().coalesce,
+                "blocks": blocks,
+                "block_ms": length.as_millis() as u64,
+            });
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("open KEYLATCH_TAX_JSON");
+            writeln!(file, "{line}").expect("write KEYLATCH_TAX_JSON");
+        }
     }
     client.shutdown().await.unwrap();
 }
