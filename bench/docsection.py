@@ -1,9 +1,21 @@
 """What the bench reports share: reading a results directory and rewriting one marked section
 of docs/benchmarks.md. Standard library only."""
 
+import argparse
 import json
 import os
 import sys
+
+
+def args(img=False):
+    """The renderers' command line: --results (a results directory) and --doc (the doc to
+    rewrite), and --img (where plots go) when `img`."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--doc", required=True)
+    if img:
+        ap.add_argument("--img", required=True)
+    return ap.parse_args()
 
 
 def load(results_dir, extras=("meta.json",)):

@@ -6,7 +6,6 @@ only.
     python3 bench/redlock_report.py --results bench/results/redlock --doc docs/benchmarks.md
 """
 
-import argparse
 import sys
 
 import docsection
@@ -178,10 +177,7 @@ def console(records):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--results", required=True)
-    ap.add_argument("--doc", required=True)
-    args = ap.parse_args()
+    args = docsection.args(img=False)
     records, extra = docsection.load(args.results)
     meta = extra.get("meta", {})
     if not records:

@@ -5,7 +5,6 @@ on stdout, plots under docs/img/, and the section of docs/benchmarks.md between
     python bench/report.py --results bench/results --doc docs/benchmarks.md --img docs/img
 """
 
-import argparse
 import os
 import sys
 
@@ -16,11 +15,7 @@ import render
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--results", required=True)
-    ap.add_argument("--doc", required=True)
-    ap.add_argument("--img", required=True)
-    args = ap.parse_args()
+    args = docsection.args(img=True)
     records, extra = docsection.load(args.results, ("meta.json", "redis_benchmark.json"))
     if not records:
         sys.exit("report: no results found")

@@ -7,7 +7,6 @@ the plot docs/img/scaling.png, and the section of docs/benchmarks.md between
         --doc docs/benchmarks.md --img docs/img
 """
 
-import argparse
 import sys
 
 import matplotlib
@@ -177,11 +176,7 @@ def console(on, off, tasks):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--results", required=True)
-    ap.add_argument("--doc", required=True)
-    ap.add_argument("--img", required=True)
-    args = ap.parse_args()
+    args = docsection.args(img=True)
     records, extra = docsection.load(args.results)
     on, off = by_tasks(records)
     tasks = sorted(set(on) & set(off))

@@ -47,6 +47,26 @@ where
     out
 }
 
+/// Waits until `client` has no background work and no hold left (asserted), then returns the
+/// keys under `prefix` left on the server.
+async fn settled_and_left(
+    client: &Client,
+    server: &keylatch_tests::RedisServer,
+    prefix: &str,
+) -> Vec<String> {
+    let settled = eventually(Duration::from_secs(10), || {
+        let stats = client.stats();
+        async move { stats.background_pending == 0 && stats.watchdog.holds == 0 }
+    })
+    .await;
+    assert!(
+        settled,
+        "background work or holds left: {:?}",
+        client.stats()
+    );
+    raw(server).await.keys(format!("{prefix}*")).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contested_lock_goes_to_exactly_one_caller_of_a_batch() {
     let server = server();
@@ -237,18 +257,7 @@ async fn dropped_acquisitions_in_batches_leave_nothing() {
         })
         .await;
     }
-    let settled = eventually(Duration::from_secs(10), || {
-        let stats = client.stats();
-        async move { stats.background_pending == 0 && stats.watchdog.holds == 0 }
-    })
-    .await;
-    assert!(
-        settled,
-        "background work or holds left: {:?}",
-        client.stats()
-    );
-    let mut conn = raw(&server).await;
-    let left: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap();
+    let left = settled_and_left(&client, &server, &prefix).await;
     let stats = client.stats();
     println!(
         "{} acquisitions: {} acquired, {} dropped; {} coalesced calls carried {}; left: {left:?}",
@@ -351,7 +360,7 @@ async fn a_batch_after_script_flush_is_reloaded_unseen_and_runs_once() {
             coalesced_rounds += 1;
         }
     }
-    let left: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap();
+    let left = settled_and_left(&client, &server, &prefix).await;
     println!(
         "20 flushes: {coalesced_rounds} rounds coalesced, {} reloads; left: {left:?}",
         client.stats().script_reloads
@@ -368,7 +377,6 @@ async fn a_batch_after_script_flush_is_reloaded_unseen_and_runs_once() {
 async fn releases_go_together_and_dropped_ones_still_release_once() {
     let server = server();
     let client = client_of(&server, true).await;
-    let mut conn = raw(&server).await;
     let prefix = unique("coalesce-release");
     let mut coalesced_rounds = 0;
     for round in 0..20u64 {
@@ -423,17 +431,7 @@ async fn releases_go_together_and_dropped_ones_still_release_once() {
             }
         }
     }
-    let settled = eventually(Duration::from_secs(10), || {
-        let stats = client.stats();
-        async move { stats.background_pending == 0 && stats.watchdog.holds == 0 }
-    })
-    .await;
-    assert!(
-        settled,
-        "background work or holds left: {:?}",
-        client.stats()
-    );
-    let left: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap();
+    let left = settled_and_left(&client, &server, &prefix).await;
     println!(
         "20 rounds of {} unlocks: {coalesced_rounds} rounds coalesced; left: {left:?}",
         6 * COALESCE_AFTER

@@ -581,6 +581,7 @@ impl Client {
 
     /// The client's counters.
     pub fn stats(&self) -> ClientStats {
+        let (coalesced_calls, coalesced_requests) = self.inner.commands.coalesced();
         ClientStats {
             watchdog: self.inner.watchdog.stats(),
             channels: self.inner.hub.channel_count(),
@@ -594,8 +595,8 @@ impl Client {
             batch_round_trips: self.inner.commands.batch_pipelines(),
             primary_moves: self.inner.topology.moves(),
             primary_lookups: self.inner.topology.lookups(),
-            coalesced_calls: self.inner.commands.coalesced().0,
-            coalesced_requests: self.inner.commands.coalesced().1,
+            coalesced_calls,
+            coalesced_requests,
         }
     }
 }

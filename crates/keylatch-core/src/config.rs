@@ -219,21 +219,15 @@ impl Config {
             },
             ..Config::default()
         };
-        if let Some(text) = var("KEYLATCH_SHARDED_PUBSUB") {
-            match text.trim().to_ascii_lowercase().as_str() {
-                "true" | "1" | "yes" | "on" => config.sharded_pubsub = true,
-                "false" | "0" | "no" | "off" => config.sharded_pubsub = false,
-                _ => {
-                    config.env_problem = Some(("KEYLATCH_SHARDED_PUBSUB", "not true or false"));
-                }
-            }
-        }
-        if let Some(text) = var("KEYLATCH_COALESCE") {
-            match text.trim().to_ascii_lowercase().as_str() {
-                "true" | "1" | "yes" | "on" => config.coalesce = true,
-                "false" | "0" | "no" | "off" => config.coalesce = false,
-                _ => {
-                    config.env_problem = Some(("KEYLATCH_COALESCE", "not true or false"));
+        for (name, field) in [
+            ("KEYLATCH_SHARDED_PUBSUB", &mut config.sharded_pubsub),
+            ("KEYLATCH_COALESCE", &mut config.coalesce),
+        ] {
+            if let Some(text) = var(name) {
+                match text.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" | "yes" | "on" => *field = true,
+                    "false" | "0" | "no" | "off" => *field = false,
+                    _ => config.env_problem = Some((name, "not true or false")),
                 }
             }
         }

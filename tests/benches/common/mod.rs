@@ -75,12 +75,10 @@ pub fn command_delta(
 }
 
 /// A client of `server` with the default settings, or `KEYLATCH_BENCH_CONNECTIONS` command
-/// connections when that is set, and without coalescing when `KEYLATCH_COALESCE` is `0`.
+/// connections when that is set. The builder starts from the environment, so
+/// `KEYLATCH_COALESCE=0` turns coalescing off.
 pub async fn client(server: &keylatch_testkit::RedisServer) -> keylatch::Client {
     let mut builder = keylatch::Config::builder().url(server.url());
-    if std::env::var("KEYLATCH_COALESCE").is_ok_and(|v| v == "0") {
-        builder = builder.coalesce(false);
-    }
     if let Some(n) = std::env::var("KEYLATCH_BENCH_CONNECTIONS")
         .ok()
         .and_then(|n| n.parse().ok())

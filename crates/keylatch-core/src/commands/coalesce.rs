@@ -1,13 +1,12 @@
-//! Coalescing: concurrent acquisitions on one connection go to Redis together, in one script
+//! Coalescing: concurrent acquisitions (and releases) on one connection go to Redis together, in one script
 //! call that runs each in turn.
 //!
 //! A connection carries up to [`COALESCE_AFTER`] calls of its own at once. A call that finds
 //! that many under way (or others already waiting) waits in the connection's lane. When a call
 //! under way finishes and calls are waiting, they leave together: one `EVALSHA` of the
 //! script's batch variant ([`LuaScript::batched`]) for each run of calls of one script, in the
-//! order they were made, in one pipeline,
-//! on the same connection as a call of their own would use (so requests on one key still reach
-//! Redis in the order they were sent). A lone caller never waits, and no timer is involved:
+//! order they were made, in one pipeline on the same connection as a call of their own would
+//! use (so requests on one key still reach Redis in the order they were sent). A lone caller never waits, and no timer is involved:
 //! calls wait only for a reply that was coming anyway.
 //!
 //! Each caller keeps its own result, error and cancellation. The undo armed for a call travels
@@ -27,7 +26,8 @@ use crate::error::{Error, Result};
 use crate::guard::UndoGuard;
 use crate::script::{LuaScript, ScriptCall};
 
-/// How many calls a connection carries at once before acquisitions on it are coalesced.
+/// How many calls a connection carries at once before acquisitions (and releases of a last
+/// guard) on it are coalesced.
 pub const COALESCE_AFTER: usize = 16;
 
 /// The most calls one batch carries (the rest leave with the next).
