@@ -99,6 +99,8 @@ async fn a_contested_lock_goes_to_exactly_one_caller_of_a_batch() {
     );
     assert!(stats.coalesced_calls > 0, "nothing was coalesced");
     assert!(stats.coalesced_requests >= 2 * stats.coalesced_calls);
+    // Connecting loaded the batch scripts with the others: no call needed a reload.
+    assert_eq!(stats.script_reloads, 0);
     assert_eq!(client.stats().watchdog.holds, 0);
 }
 

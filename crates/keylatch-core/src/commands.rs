@@ -542,6 +542,13 @@ impl Commands {
         let mut pipe = redis::pipe();
         for script in scripts {
             pipe.add_command(script.load_cmd(false)).ignore();
+            // The batch variant too, so the first coalesced call needs no reload (a cluster
+            // does not coalesce).
+            if !self.lanes.is_empty()
+                && let Some(batched) = script.batched_load_cmd()
+            {
+                pipe.add_command(batched).ignore();
+            }
         }
         pipe.query_async::<()>(&mut conn)
             .await

@@ -217,6 +217,14 @@ impl LuaScript {
         }
     }
 
+    /// `SCRIPT LOAD` of the batch variant, for a [`coalescing`](LuaScript::coalescing) script.
+    pub(crate) fn batched_load_cmd(&self) -> Option<redis::Cmd> {
+        self.took?;
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(&self.batched().0);
+        Some(cmd)
+    }
+
     pub(crate) fn load_cmd(&self, sharded: bool) -> redis::Cmd {
         let mut cmd = redis::cmd("SCRIPT");
         if sharded {

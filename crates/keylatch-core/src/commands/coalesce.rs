@@ -323,9 +323,7 @@ impl Commands {
                 tracing::debug!("NOSCRIPT: batch scripts reloaded");
                 crate::telemetry::round_trip();
                 let mut reload = redis::pipe();
-                for script in load {
-                    let mut cmd = redis::cmd("SCRIPT");
-                    cmd.arg("LOAD").arg(&script.batched().0);
+                for cmd in load.iter().filter_map(|script| script.batched_load_cmd()) {
                     reload.add_command(cmd).ignore();
                 }
                 let (generation, mut conn) = match self.connection(index).await {
