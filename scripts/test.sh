@@ -26,6 +26,10 @@ if [ "${CI:-}" = "true" ] || [ "${CI:-}" = "1" ]; then
     export CARGO_TERM_COLOR=never
 fi
 
+# Incremental artifacts only pay off on the next edit; a one-shot check does not make
+# one, and they took a fifth of the disk a run used. `CARGO_INCREMENTAL=1` keeps them.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 STEP="starting"
 TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/keylatch-test-log.XXXXXX")"
 on_exit() {
@@ -48,6 +52,15 @@ step() {
 
 step "setup (scripts/setup.sh)"
 "$ROOT/scripts/setup.sh"
+
+# Free space where target/ lives, in MB (a run that fills the disk fails in the linker).
+free_mb() { df -Pm "${CARGO_TARGET_DIR:-$ROOT/target}" | awk 'NR == 2 { print $4 }'; }
+mkdir -p "${CARGO_TARGET_DIR:-$ROOT/target}"
+FREE_AT_START="$(free_mb)"
+log "free disk for target/: ${FREE_AT_START} MB (a clean run uses about 4 000)"
+if [ "${FREE_AT_START:-0}" -lt 4096 ]; then
+    log "warning: under 4 GB free; the build may run out of space"
+fi
 
 if [ -n "${KEYLATCH_FULL:-}" ]; then
     log "full mode: KEYLATCH_FULL=$KEYLATCH_FULL"
@@ -129,3 +142,4 @@ read -r passed failed ignored < <(
 )
 printf '\n%s: all checks passed\n' "$SCRIPT_NAME"
 printf '%s: %s passed, %s failed, %s skipped\n' "$SCRIPT_NAME" "$passed" "$failed" "$ignored"
+printf '%s: free disk for target/ %s MB at the start, %s MB now\n' "$SCRIPT_NAME" "$FREE_AT_START" "$(free_mb)"
