@@ -57,9 +57,9 @@ step "setup (scripts/setup.sh)"
 free_mb() { df -Pm "${CARGO_TARGET_DIR:-$ROOT/target}" | awk 'NR == 2 { print $4 }'; }
 mkdir -p "${CARGO_TARGET_DIR:-$ROOT/target}"
 FREE_AT_START="$(free_mb)"
-log "free disk for target/: ${FREE_AT_START} MB (a clean run uses about 4 000)"
-if [ "${FREE_AT_START:-0}" -lt 4096 ]; then
-    log "warning: under 4 GB free; the build may run out of space"
+log "free disk for target/: ${FREE_AT_START} MB (a clean run uses about 4 500)"
+if [ "${FREE_AT_START:-0}" -lt 5120 ]; then
+    log "warning: under 5 GB free; the build may run out of space"
 fi
 
 if [ -n "${KEYLATCH_FULL:-}" ]; then
