@@ -7,7 +7,7 @@
 -- its keys were lost to a restart or a flush), ARGV[3..] one new permit id per permit wanted
 -- (hex; stored as bytes)
 -- Returns nil when acquired (Redisson's convention); -2 when more permits are wanted than the
--- semaphore has in all, available + held as Redisson counts it (nothing changed); otherwise the ms until the earliest lease ends, or
+-- semaphore has in all, available + held as Redisson counts it (nothing changed); otherwise the ms until the earliest lease ends (it is reclaimed a ms after its expiry), or
 -- -1 when no lease is running (also, changing nothing, when this request was already undone).
 -- Expired permits are reclaimed first.
 for i = 5, #KEYS do
@@ -38,6 +38,6 @@ if available >= wanted then
 end
 local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
 if first[2] then
-  return math.max(tonumber(first[2]) - now, 0)
+  return math.max(tonumber(first[2]) - now + 1, 1)
 end
 return -1

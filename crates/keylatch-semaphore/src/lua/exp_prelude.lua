@@ -31,7 +31,10 @@ local function reclaim()
   end
   local clock = redis.call('time')
   local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+  -- A lease has ended once the clock is past its expiry, as Redis judges a key's PEXPIRE: the
+  -- clock is read in whole ms, so at `now == expiry` up to a ms of the lease may be left, and
+  -- the holder's own count of its validity may still run.
+  local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', string.format('(%d', now))
   if expired > 0 then
     available = redis.call('incrby', KEYS[1], expired)
     redis.call('publish', KEYS[3], available)
