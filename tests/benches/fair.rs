@@ -1,5 +1,6 @@
-//! keylatch's fair lock beside the reentrant lock and raw Redis round trips, measured side by
-//! side in one run on one throwaway redis-server. Prints figures and ratios; asserts nothing.
+//! keylatch's fair lock (with and without the direct grant) beside the reentrant lock and raw
+//! Redis round trips, measured side by side in one run on one throwaway redis-server. Prints
+//! figures and ratios; asserts nothing.
 //!
 //! ```text
 //! cargo bench -p keylatch --bench fair            # full run
@@ -31,7 +32,10 @@ struct Sizes {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Reentrant,
+    /// The fair lock as it comes: a release hands the lock to the head of the queue.
     Fair,
+    /// The fair lock without the direct grant: a release wakes the head, which acquires.
+    FairWake,
 }
 
 impl Kind {
@@ -39,6 +43,7 @@ impl Kind {
         match self {
             Kind::Reentrant => "reentrant",
             Kind::Fair => "fair",
+            Kind::FairWake => "fair-wake",
         }
     }
 
@@ -46,6 +51,7 @@ impl Kind {
         match self {
             Kind::Reentrant => Arc::new(client.lock(name)),
             Kind::Fair => Arc::new(client.fair_lock(name)),
+            Kind::FairWake => Arc::new(client.fair_lock(name).with_direct_grant(false)),
         }
     }
 }
@@ -121,7 +127,9 @@ async fn fifo(
         let gate = match kind {
             Kind::Reentrant => Arc::new(clients[0].lock(name).with_owner(Owner::unique()))
                 as Arc<dyn DistributedLock>,
-            Kind::Fair => Arc::new(clients[0].fair_lock(name).with_owner(Owner::unique())),
+            Kind::Fair | Kind::FairWake => {
+                Arc::new(clients[0].fair_lock(name).with_owner(Owner::unique()))
+            }
         };
         let held = gate.lock_with_lease(Duration::from_secs(30)).await.unwrap();
         let baseline = subscribed(clients);
@@ -135,7 +143,7 @@ async fn fifo(
             ids.push(client.owner_id(owner).to_string());
             let lock: Arc<dyn DistributedLock> = match kind {
                 Kind::Reentrant => Arc::new(client.lock(name).with_owner(owner)),
-                Kind::Fair => Arc::new(client.fair_lock(name).with_owner(owner)),
+                Kind::Fair | Kind::FairWake => Arc::new(client.fair_lock(name).with_owner(owner)),
             };
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
@@ -151,7 +159,7 @@ async fn fifo(
         let probe = clients[0].fair_lock(name);
         loop {
             let arrived = match kind {
-                Kind::Fair => probe.queue().await.unwrap().len(),
+                Kind::Fair | Kind::FairWake => probe.queue().await.unwrap().len(),
                 Kind::Reentrant => subscribed(clients).saturating_sub(baseline),
             };
             if arrived >= WAITERS || Instant::now() >= deadline {
@@ -297,7 +305,7 @@ async fn main() {
         let mut gaps: BTreeMap<&str, Gaps> = BTreeMap::new();
         let mut commands: BTreeMap<&str, String> = BTreeMap::new();
         for block in 0..sizes.blocks {
-            for kind in [Kind::Reentrant, Kind::Fair] {
+            for kind in [Kind::Reentrant, Kind::Fair, Kind::FairWake] {
                 let name = format!("bench:handoff:{}:{waiters}:{block}", kind.label());
                 let before = command_counts(&mut raw).await;
                 let block = handoffs(&client, kind, &name, waiters, per_waiter).await;
@@ -320,7 +328,7 @@ async fn main() {
             g.all.sort();
             g.handed_over.sort();
         }
-        for kind in [Kind::Reentrant, Kind::Fair] {
+        for kind in [Kind::Reentrant, Kind::Fair, Kind::FairWake] {
             let g = &gaps[kind.label()];
             println!(
                 "   {:<10} gap p50 {:7.1} us  p99 {:7.1} us  ({:.2} raw round trips at p50)",
@@ -340,7 +348,7 @@ async fn main() {
                 commands[kind.label()]
             );
         }
-        let (f, r) = (&gaps["fair"], &gaps["reentrant"]);
+        let (f, w, r) = (&gaps["fair"], &gaps["fair-wake"], &gaps["reentrant"]);
         let ratio =
             |a: &[Duration], b: &[Duration], p| micros(percentile(a, p)) / micros(percentile(b, p));
         println!(
@@ -350,16 +358,28 @@ async fn main() {
             ratio(&f.all, &r.handed_over, 0.5),
             ratio(&f.all, &r.handed_over, 0.99),
         );
+        println!(
+            "   ratio fair / fair without the direct grant: p50 {:.2}x, p99 {:.2}x; fair-wake / reentrant: p50 {:.2}x",
+            ratio(&f.all, &w.all, 0.5),
+            ratio(&f.all, &w.all, 0.99),
+            ratio(&w.all, &r.all, 0.5),
+        );
         println!();
         summary.push((
             waiters,
             ratio(&f.all, &r.all, 0.5),
             ratio(&f.all, &r.handed_over, 0.5),
+            ratio(&w.all, &r.all, 0.5),
+            micros(percentile(&f.all, 0.5)) / micros(rt_p50),
         ));
     }
-    println!("hand-off p50, fair / reentrant (all hand-offs; to another task only):");
-    for (waiters, all, other) in &summary {
-        println!("   {waiters:>3} waiters: {all:.2}x; {other:.2}x");
+    println!(
+        "hand-off p50, fair / reentrant (all hand-offs; to another task only); without the direct grant; fair in raw round trips:"
+    );
+    for (waiters, all, other, wake, trips) in &summary {
+        println!(
+            "   {waiters:>3} waiters: {all:.2}x; {other:.2}x; without the grant {wake:.2}x; {trips:.2} round trips"
+        );
     }
     println!();
 

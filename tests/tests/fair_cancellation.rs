@@ -43,6 +43,7 @@ async fn assert_clean(
         format!("redisson_lock_queue:{{{name}}}"),
         format!("redisson_lock_timeout:{{{name}}}"),
         format!("{{{name}}}:keylatch_waiters"),
+        format!("{{{name}}}:keylatch_grants"),
     ] {
         let exists: bool = conn.exists(&key).await.unwrap();
         let left: Vec<String> = conn.lrange(&key, 0, 4).await.unwrap_or_default();
@@ -95,6 +96,20 @@ async fn poll_once_then_drop_leaves_nothing() {
 /// while a holder takes and releases the lock at random.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_cancelled_waits_leave_nothing() {
+    cancelled_storm(false).await;
+}
+
+/// As above with waits that accept the lock handed to them on release (a new owner per
+/// wait): drops also land while a grant is on its way, and each such grant is released and
+/// handed on by the wait's leave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_cancelled_waits_handed_the_lock_leave_nothing() {
+    cancelled_storm(true).await;
+}
+
+/// A thousand waits cancelled at random points; `grants`: the waiting tasks' waits each have
+/// an owner of their own and accept grants (otherwise one owner per task, which does not).
+async fn cancelled_storm(grants: bool) {
     const CANCELLED: usize = 1000;
     let server = server();
     let clients = vec![
@@ -136,8 +151,12 @@ async fn a_thousand_cancelled_waits_leave_nothing() {
         let name = name.clone();
         tasks.push(tokio::spawn(async move {
             let mut rng = Rng(seed.wrapping_add(t * 7919));
-            // One owner per task, as a worker that waits again and again.
-            let lock: FairLock = client.fair_lock(&name).with_owner(Owner::unique());
+            // One owner per task, as a worker that waits again and again; or one per wait.
+            let lock: FairLock = if grants {
+                client.fair_lock(&name)
+            } else {
+                client.fair_lock(&name).with_owner(Owner::unique())
+            };
             while cancelled.load(Ordering::Relaxed) < CANCELLED && Instant::now() < stop_at {
                 let after = Duration::from_nanos(rng.below(4_000_000));
                 match rng.below(4) {
@@ -197,11 +216,18 @@ async fn a_thousand_cancelled_waits_leave_nothing() {
     }
     holder.await.unwrap();
     let cancelled = cancelled.load(Ordering::Relaxed);
+    let letters: u64 = clients.iter().map(|c| c.stats().letters).sum();
     println!(
-        "{cancelled} waits cancelled, {} timed out, {} acquired",
+        "{cancelled} waits cancelled, {} timed out, {} acquired, {letters} of them by a letter",
         timed_out.load(Ordering::Relaxed),
         acquired.load(Ordering::Relaxed)
     );
+    if grants {
+        assert!(
+            letters > 0,
+            "no lock was handed over: grants were not tested"
+        );
+    }
     assert!(
         cancelled >= CANCELLED,
         "only {cancelled} cancellations in the time allowed"

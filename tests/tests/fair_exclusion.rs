@@ -35,6 +35,7 @@ async fn eight_tasks_on_two_clients_never_overlap() {
         format!("redisson_lock_queue:{{{name}}}"),
         format!("redisson_lock_timeout:{{{name}}}"),
         format!("{{{name}}}:keylatch_waiters"),
+        format!("{{{name}}}:keylatch_grants"),
     ] {
         let exists: bool = conn.exists(&key).await.expect("exists");
         assert!(!exists, "{key} remains after the last unlock");

@@ -115,12 +115,10 @@ async fn mixed_queue(gate_side: Side, arrivals: &[Side], hold: Duration) {
         let order = order.clone();
         match side {
             Side::Keylatch => {
-                let owner = Owner::unique();
-                ids.push(client.owner_id(owner).to_string());
-                let lock = client
-                    .fair_lock(&name)
-                    .with_owner(owner)
-                    .with_waiter_timeout(WAITER_TIMEOUT);
+                // A wait with an owner of its own, so it accepts the lock handed over by a
+                // keylatch release (a Redisson release wakes it instead); its id is read from
+                // the queue once it is there.
+                let lock = client.fair_lock(&name).with_waiter_timeout(WAITER_TIMEOUT);
                 tasks.push(tokio::spawn(async move {
                     let guard = lock.lock().await.unwrap();
                     order.lock().unwrap().push(i);
@@ -148,6 +146,13 @@ async fn mixed_queue(gate_side: Side, arrivals: &[Side], hold: Duration) {
         })
         .await;
         assert!(queued, "waiter {i} ({side:?}) did not queue");
+        if *side == Side::Keylatch {
+            let last: Vec<String> = conn
+                .lrange(format!("redisson_lock_queue:{{{name}}}"), -1, -1)
+                .await
+                .unwrap();
+            ids.push(last[0].clone());
+        }
     }
     let listed: Vec<String> = conn
         .lrange(format!("redisson_lock_queue:{{{name}}}"), 0, -1)
@@ -155,6 +160,7 @@ async fn mixed_queue(gate_side: Side, arrivals: &[Side], hold: Duration) {
         .unwrap();
     assert_eq!(listed, ids, "the queue is in arrival order");
 
+    let letters_before = client.stats().letters;
     gate.release().await;
     let mut woken_by = Vec::new();
     for task in tasks {
@@ -182,10 +188,24 @@ async fn mixed_queue(gate_side: Side, arrivals: &[Side], hold: Duration) {
                 .unwrap_or(0)
         })
         .collect();
+    // A keylatch release hands the lock to a keylatch waiter behind it (the letter); every
+    // other hand-off is a wake-up.
+    let sides: Vec<Side> = std::iter::once(gate_side)
+        .chain(arrivals.iter().copied())
+        .collect();
+    let grants = sides
+        .windows(2)
+        .filter(|pair| pair == &[Side::Keylatch, Side::Keylatch])
+        .count() as u64;
+    let letters = client.stats().letters - letters_before;
     println!(
         "{gate_side:?} holder, arrivals {arrivals:?}, hold {hold:?}: acquired in order \
          {order:?}; wake-ups per waiter {per_waiter:?}; Redisson waiters' last wait ended by \
-         {woken_by:?}"
+         {woken_by:?}; {letters} locks handed over by letter"
+    );
+    assert_eq!(
+        letters, grants,
+        "every keylatch-to-keylatch hand-off, and no other, is a grant"
     );
     assert_eq!(
         order,
@@ -210,6 +230,7 @@ async fn mixed_queue(gate_side: Side, arrivals: &[Side], hold: Duration) {
             format!("redisson_lock_queue:{{{name}}}"),
             format!("redisson_lock_timeout:{{{name}}}"),
             format!("{{{name}}}:keylatch_waiters"),
+            format!("{{{name}}}:keylatch_grants"),
         ])
         .await
         .unwrap();

@@ -73,6 +73,10 @@ pub struct ClientStats {
     pub subscribers: usize,
     /// Times the pub/sub connection was re-established.
     pub hub_reconnects: u64,
+    /// Letters this client's waiters took ([`PubSubHub::letters`]): for the fair lock, locks
+    /// handed to them on release, taken from the message with no request of their own (a
+    /// wait that cannot trust a letter, after a lost reply, takes the grant by an attempt).
+    pub letters: u64,
     /// Background releases and undos not finished yet.
     pub background_pending: usize,
     /// Times a script had to be reloaded after `NOSCRIPT`.
@@ -587,6 +591,7 @@ impl Client {
             channels: self.inner.hub.channel_count(),
             subscribers: self.inner.hub.subscriber_count(),
             hub_reconnects: self.inner.hub.reconnects(),
+            letters: self.inner.hub.letters(),
             background_pending: self.inner.background.pending.load(Ordering::Acquire),
             script_reloads: self.inner.commands.script_reloads(),
             cluster_redirections: self.inner.commands.redirections(),

@@ -51,6 +51,8 @@ struct HubShared {
     connected: AtomicBool,
     reconnects: AtomicU64,
     messages: AtomicU64,
+    /// Letters taken by waiters (see [`Subscription::take_letter`]).
+    letters: AtomicU64,
     /// How long an unused channel stays subscribed.
     linger: Duration,
     /// On a Redis Cluster: no pattern subscriptions.
@@ -112,7 +114,7 @@ struct ChannelState {
     /// Of `refs`, how many asked for [`WakeMode::All`] and how many for [`WakeMode::Counted`].
     all: usize,
     counted: usize,
-    notify: Arc<Notify>,
+    inbox: Arc<Inbox>,
     subscribed: bool,
     /// An `UNSUBSCRIBE` for it is in flight: the server may stop delivering its messages any
     /// moment, so a new waiter must wait for the resubscription.
@@ -130,7 +132,7 @@ impl ChannelState {
             refs: 0,
             all: 0,
             counted: 0,
-            notify: Arc::new(Notify::new()),
+            inbox: Arc::new(Inbox::default()),
             subscribed: false,
             unsubscribing: false,
             idle_since: None,
@@ -145,6 +147,10 @@ impl ChannelState {
     }
 
     fn join(&mut self, wake: WakeMode) {
+        if self.refs == 0 {
+            // A letter left from an earlier wait on this channel is not for the new one.
+            self.inbox.letter.lock().expect("letter lock").take();
+        }
         self.refs += 1;
         self.idle_since = None;
         match wake {
@@ -166,29 +172,45 @@ impl ChannelState {
         }
     }
 
-    /// Wakes the waiters a message with `payload` calls for.
+    /// Wakes the waiters a message with `payload` calls for, and keeps a letter (a payload
+    /// that begins with [`LETTER_MARK`]) for them to take.
     fn wake(&self, payload: &[u8]) {
+        if payload.first() == Some(&LETTER_MARK) && self.refs > 0 {
+            *self.inbox.letter.lock().expect("letter lock") = Some(payload.into());
+        }
         if self.all > 0 {
-            self.notify.notify_waiters();
+            self.inbox.notify.notify_waiters();
         } else if self.counted > 0 {
             let count = std::str::from_utf8(payload)
                 .ok()
                 .and_then(|text| text.trim().parse::<i64>().ok());
             match count {
-                None => self.notify.notify_waiters(),
+                None => self.inbox.notify.notify_waiters(),
                 Some(count) => {
                     // One wake-up per unit, never more than there are waiters: a surplus
                     // `notify_one` would only store a permit for a later, needless re-check.
                     let wakes = usize::try_from(count.max(0)).unwrap_or(usize::MAX);
                     for _ in 0..wakes.min(self.refs) {
-                        self.notify.notify_one();
+                        self.inbox.notify.notify_one();
                     }
                 }
             }
         } else {
-            self.notify.notify_one();
+            self.inbox.notify.notify_one();
         }
     }
+}
+
+/// The first byte of a letter: a message whose payload matters to the waiter beyond waking it
+/// (the fair lock's grant: the lock was handed to the waiter on release). The channel keeps the
+/// last letter for its waiters: [`Subscription::take_letter`].
+pub const LETTER_MARK: u8 = b'=';
+
+/// What a channel's waiters share: the wake-up, and the last letter not taken yet.
+#[derive(Debug, Default)]
+struct Inbox {
+    notify: Notify,
+    letter: Mutex<Option<Box<[u8]>>>,
 }
 
 /// Asks the reconciler to bring the server's subscriptions in line with the local reference
@@ -211,6 +233,7 @@ impl PubSubHub {
             connected: AtomicBool::new(false),
             reconnects: AtomicU64::new(0),
             messages: AtomicU64::new(0),
+            letters: AtomicU64::new(0),
             linger,
             cluster: topology.is_cluster(),
             patterns_denied: AtomicBool::new(false),
@@ -247,19 +270,19 @@ impl PubSubHub {
         wake: WakeMode,
         bound: Duration,
     ) -> crate::Result<Subscription> {
-        let (notify, subscribed) = {
+        let (inbox, subscribed) = {
             let mut state = self.shared.state.lock().expect("hub lock");
             let state = state
                 .channels
                 .entry(channel.to_owned())
                 .or_insert_with(ChannelState::new);
             state.join(wake);
-            (state.notify.clone(), state.ready())
+            (state.inbox.clone(), state.ready())
         };
         let subscription = Subscription {
             hub: self.shared.clone(),
             channel: channel.to_owned(),
-            notify,
+            inbox,
             wake,
             pattern: None,
         };
@@ -289,7 +312,7 @@ impl PubSubHub {
         Some(Subscription {
             hub: self.shared.clone(),
             channel: channel.to_owned(),
-            notify: entry.notify.clone(),
+            inbox: entry.inbox.clone(),
             wake,
             pattern: None,
         })
@@ -314,7 +337,7 @@ impl PubSubHub {
         Subscription {
             hub: self.shared.clone(),
             channel: channel.to_owned(),
-            notify: local.notify.clone(),
+            inbox: local.inbox.clone(),
             wake,
             pattern: Some(pattern.to_owned()),
         }
@@ -462,6 +485,12 @@ impl PubSubHub {
     pub fn messages(&self) -> u64 {
         self.shared.messages.load(Ordering::Relaxed)
     }
+
+    /// Letters waiters took (see [`Subscription::take_letter`]): for the fair lock, locks
+    /// handed to this client's waiters on release.
+    pub fn letters(&self) -> u64 {
+        self.shared.letters.load(Ordering::Relaxed)
+    }
 }
 
 /// A reference to one channel subscription; dropping it releases the reference.
@@ -469,7 +498,7 @@ impl PubSubHub {
 pub struct Subscription {
     hub: Arc<HubShared>,
     channel: String,
-    notify: Arc<Notify>,
+    inbox: Arc<Inbox>,
     wake: WakeMode,
     /// The pattern that delivers `channel`, for a subscription through one.
     pattern: Option<String>,
@@ -491,7 +520,16 @@ impl Subscription {
     /// *before* re-checking the condition, so a message between the check and the wait is not
     /// missed.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
-        self.notify.notified()
+        self.inbox.notify.notified()
+    }
+
+    /// Takes the last letter that arrived on this channel since a waiter first joined it (a
+    /// message whose payload begins with [`LETTER_MARK`]), if no one took it yet. Letters wake
+    /// waiters as any message does; only one waiter gets each.
+    pub fn take_letter(&self) -> Option<Box<[u8]>> {
+        let letter = self.inbox.letter.lock().expect("letter lock").take()?;
+        self.hub.letters.fetch_add(1, Ordering::Relaxed);
+        Some(letter)
     }
 }
 
@@ -670,7 +708,7 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                 }
                 // Waiters already on a pattern switch to their own channel when they wake.
                 for entry in state.covered.values() {
-                    entry.notify.notify_waiters();
+                    entry.inbox.notify.notify_waiters();
                 }
             } else if state.generation == generation {
                 for (name, _) in &patterns {
@@ -844,7 +882,7 @@ impl Sink {
 fn wake_everyone(shared: &HubShared) {
     let state = shared.state.lock().expect("hub lock");
     for channel in state.channels.values().chain(state.covered.values()) {
-        channel.notify.notify_waiters();
+        channel.inbox.notify.notify_waiters();
     }
 }
 
@@ -1042,7 +1080,7 @@ fn on_push(hub: &HubShared, push: redis::PushInfo, reconnected: &Notify) -> bool
             // The server dropped the subscription by itself: the channel's slot moved to
             // another node. Subscribe again (on the new owner) and let its waiters re-check.
             channel.subscribed = false;
-            channel.notify.notify_waiters();
+            channel.inbox.notify.notify_waiters();
             drop(state);
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
             tracing::info!(channel = %name, "pub/sub: the server dropped a subscription (its slot moved); subscribing again");
@@ -1077,7 +1115,7 @@ mod tests {
     /// Registers `n` waiters, delivers one message, and counts the waiters it woke.
     fn woken(state: &ChannelState, waiters: usize, payload: &[u8]) -> usize {
         let mut futures: Vec<_> = (0..waiters)
-            .map(|_| Box::pin(state.notify.notified()))
+            .map(|_| Box::pin(state.inbox.notify.notified()))
             .collect();
         for future in &mut futures {
             future.as_mut().enable();

@@ -57,7 +57,7 @@ pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_en
 pub use connection::Connection;
 pub use error::{Error, Result};
 pub use guard::{LockGuard, UndoGuard};
-pub use hub::{PubSubHub, Subscription, WakeMode};
+pub use hub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
 pub use keys::{
     MAX_LEASE, MAX_NAME_LEN, lease_millis, prefixed, suffixed, validate_lease, validate_name,
     validate_name_with,

@@ -101,6 +101,16 @@ impl LuaScript {
         LuaScript::with_header(name, "#!lua flags=allow-oom\n", "", source)
     }
 
+    /// As [`freeing`](LuaScript::freeing), with shared Lua (`prelude`, such as [`NEXT_TOKEN`])
+    /// placed before `source`.
+    pub const fn freeing_with(
+        name: &'static str,
+        prelude: &'static str,
+        source: &'static str,
+    ) -> LuaScript {
+        LuaScript::with_header(name, "#!lua flags=allow-oom\n", prelude, source)
+    }
+
     const fn with_header(
         name: &'static str,
         header: &'static str,

@@ -47,7 +47,8 @@ pub enum Renewal {
     Lease,
     /// Renewed by the watchdog with `script`, which takes `KEYS` = the keys,
     /// `ARGV[1]` = the lease in ms, `ARGV[2..]` = one field per key, and returns one `1`
-    /// (renewed) or `0` (gone) per key.
+    /// (renewed), `0` (gone: the hold is lost) or `2` (gone, and not lost: a fair lock's
+    /// waiter that the lock was handed to) per key.
     Watchdog(&'static LuaScript),
 }
 
@@ -198,11 +199,26 @@ impl WatchdogRegistry {
         renewal: Renewal,
         acquired_at: Instant,
     ) -> HoldHandle {
+        self.register_until(key, field, lease, renewal, acquired_at + lease)
+    }
+
+    /// As [`register`](Self::register), for a hold known valid only `until` (sooner than a
+    /// full `lease` from now: a hold handed over with a shorter lease, whose start this client
+    /// can only bound). A watchdog-mode hold is first renewed once a third of that validity has
+    /// passed, which extends it to the full `lease`.
+    pub fn register_until(
+        &self,
+        key: &str,
+        field: &str,
+        lease: Duration,
+        renewal: Renewal,
+        until: Instant,
+    ) -> HoldHandle {
         let hold_key = HoldKey {
             key: key.to_owned(),
             field: field.to_owned(),
         };
-        let until = acquired_at + lease;
+        let acquired_at = until.checked_sub(lease).unwrap_or(until);
         let mut holds = self.shared.holds.lock().expect("watchdog lock");
         let entry = holds.entry(hold_key.clone()).or_insert_with(|| HoldEntry {
             id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
@@ -220,10 +236,25 @@ impl WatchdogRegistry {
             entry.watched += 1;
             entry.script = Some(script);
             entry.lease = lease;
+            // The first renewal once a third of the validity left has passed (a third of the
+            // lease for a hold acquired now); an earlier tick already scheduled does, unless it
+            // would leave less than a third of it.
+            let now = Instant::now();
+            let left = until.saturating_duration_since(now);
+            let first_tick = now + left / 3;
+            let latest_tick = now + left * 2 / 3;
             let mut schedule = self.shared.schedule.lock().expect("watchdog lock");
-            if let std::collections::hash_map::Entry::Vacant(slot) = schedule.entry(lease) {
-                slot.insert(acquired_at + lease / 3);
-                self.shared.rescheduled.notify_one();
+            match schedule.entry(lease) {
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(first_tick);
+                    self.shared.rescheduled.notify_one();
+                }
+                std::collections::hash_map::Entry::Occupied(mut slot) => {
+                    if *slot.get() > latest_tick {
+                        slot.insert(first_tick);
+                        self.shared.rescheduled.notify_one();
+                    }
+                }
             }
         }
         // A fresh acquisition set the key's expiry anew.
@@ -631,7 +662,12 @@ async fn tick(shared: &Shared, commands: &Commands) {
             let Some(entry) = holds.get_mut(&pending.key).filter(|e| e.id == pending.id) else {
                 continue;
             };
-            crate::telemetry::renewals(if renewed { "renewed" } else { "gone" }, 1);
+            let outcome = match flag {
+                Value::Int(1) => "renewed",
+                Value::Int(2) => "ended",
+                _ => "gone",
+            };
+            crate::telemetry::renewals(outcome, 1);
             if renewed {
                 shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
                 let until = sent_at + pending.lease;
@@ -641,7 +677,9 @@ async fn tick(shared: &Shared, commands: &Commands) {
                     }
                 });
             } else if entry.watched > 0 {
-                report_lost(&pending.key, entry, "the server no longer has it");
+                if !matches!(flag, Value::Int(2)) {
+                    report_lost(&pending.key, entry, "the server no longer has it");
+                }
                 entry.state.send_replace(HoldState::Lost);
                 holds.remove(&pending.key);
             }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch_core::redis::Value;
-use keylatch_core::{Backoff, Client, HoldRelease, OwnerId, PendingWork, Result, ScriptCall};
+use keylatch_core::{Backoff, Client, OwnerId, PendingWork, Result, ScriptCall};
 use tokio::sync::oneshot;
 
 use crate::keys::Keys;
@@ -50,15 +50,16 @@ impl Undo {
     }
 
     /// Releases a hold the acquire may have granted, only if the owner's count says it did
-    /// (so it is harmless if the acquire did not run). A few tries ride out connections
-    /// killed together.
+    /// (so it is harmless if the acquire did not run), and never a hold handed to the waiter
+    /// on release after the request (see `FairRelease::release_counted`). A few tries ride out
+    /// connections killed together.
     async fn release_hold(&self) -> Result<()> {
         let mut tries = 0;
         let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(40));
         loop {
             match self
                 .release
-                .release_if_count(self.owner, self.expected)
+                .release_counted(self.owner, self.expected, true)
                 .await
             {
                 Err(err) if err.is_ambiguous() && tries < 3 => {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use keylatch_core::{LuaScript, ScriptCall, prefixed, suffixed};
 
 /// The names of one fair lock: Redisson's hash `name`, queue list, score zset and wake-up
-/// channel prefix; keylatch's waiter deadline zset; the (opt-in) fencing counter.
+/// channel prefix; keylatch's waiter deadline zset and grant hash; the (opt-in) fencing
+/// counter.
 #[derive(Debug)]
 pub(crate) struct Keys {
     pub(crate) name: Arc<str>,
@@ -14,6 +15,9 @@ pub(crate) struct Keys {
     pub(crate) channel: String,
     /// keylatch waiters' liveness deadlines, `{name}:keylatch_waiters` (Redisson never reads it).
     pub(crate) waiters: String,
+    /// keylatch waiters' grant offers and marks, `{name}:keylatch_grants` (Redisson never
+    /// reads it; see `hand_off` in `lua/prelude.lua`).
+    pub(crate) grants: String,
     pub(crate) token: String,
 }
 
@@ -25,11 +29,12 @@ impl Keys {
             timeouts: prefixed("redisson_lock_timeout", name),
             channel: prefixed("redisson_lock__channel", name),
             waiters: suffixed(name, "keylatch_waiters"),
+            grants: suffixed(name, "keylatch_grants"),
             token: prefixed("redisson_lock_token", name),
         }
     }
 
-    /// A call of `script` with the five keys every queue script takes (see `lua/prelude.lua`).
+    /// A call of `script` with the seven keys every queue script takes (see `lua/prelude.lua`).
     pub(crate) fn call(&self, script: &'static LuaScript) -> ScriptCall {
         script
             .call()
@@ -38,6 +43,8 @@ impl Keys {
             .key(self.timeouts.as_str())
             .key(self.channel.as_str())
             .key(self.waiters.as_str())
+            .key(self.grants.as_str())
+            .key(self.token.as_str())
     }
 
     /// The wake-up channel of one waiter: `redisson_lock__channel:{name}:<waiter-id>`.

@@ -28,7 +28,9 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 /// - **Fairness**: first come, first served among live waiters. A waiter takes its place in
 ///   the queue with its first attempt, and the lock goes to the head of the queue: a newcomer
 ///   never overtakes a waiter, not even through [`try_lock`](FairLock::try_lock) while the
-///   lock is free but someone is queued. A release wakes the head only, on its own channel.
+///   lock is free but someone is queued. A release hands the lock to the head of the queue and
+///   tells it so ([`with_direct_grant`](FairLock::with_direct_grant)), or wakes the head only,
+///   on its own channel.
 /// - **Waiter liveness**: a queued waiter's place has a deadline (server clock), which its
 ///   client refreshes every third of the [waiter timeout](FairLock::with_waiter_timeout)
 ///   (batched with every other refresh and renewal of the client), so a live waiter keeps its
@@ -57,8 +59,11 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 /// beyond the reach of Redisson's arithmetic while it lives); a waiter is woken on
 /// `redisson_lock__channel:{name}:<waiter-id>` with message `0`. keylatch's own: zset
 /// `{name}:keylatch_waiters` (keylatch waiter id → liveness deadline, ms since the epoch on
-/// the server's clock), which expires once every keylatch waiter in it would have. The list
-/// and Redisson's zset never get an expiry (a Redisson waiter's place would go with them).
+/// the server's clock), which expires once every keylatch waiter in it would have, and hash
+/// `{name}:keylatch_grants` (the grant offers and marks of the
+/// [direct grant](FairLock::with_direct_grant), whose letter `=<token>` replaces the `0`). The
+/// list and Redisson's zset never get an expiry (a Redisson waiter's place would go with
+/// them).
 ///
 /// ```no_run
 /// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
@@ -79,6 +84,7 @@ pub struct FairLock {
     pub(crate) owner: Option<Owner>,
     pub(crate) fencing: bool,
     pub(crate) waiter_timeout: Duration,
+    pub(crate) direct_grant: bool,
     pub(crate) release: Arc<FairRelease>,
 }
 
@@ -97,6 +103,7 @@ impl FairLock {
             owner: None,
             fencing: false,
             waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+            direct_grant: true,
         }
     }
 
@@ -126,6 +133,26 @@ impl FairLock {
     #[must_use]
     pub fn with_waiter_timeout(mut self, timeout: Duration) -> Self {
         self.waiter_timeout = timeout;
+        self
+    }
+
+    /// Whether this handle's waiters accept the lock handed to them on release (default
+    /// `true`). The release that frees the lock then writes the hold for the head of the queue
+    /// and tells it so in the wake-up message: the waiter has the lock when the message
+    /// arrives, one message delivery after the release, with no request of its own. Otherwise
+    /// (`false`, and always for Redisson's waiters) the head is woken and sends its own
+    /// acquire, a round trip more.
+    ///
+    /// Only a wait with an owner of its own takes grants (not one of a handle made with
+    /// [`with_owner`](FairLock::with_owner)), and only in watchdog mode or with a lease no
+    /// longer than the [waiter timeout](FairLock::with_waiter_timeout). The granted hold's
+    /// lease is at most the waiter timeout until the waiter renews it (at once, in watchdog
+    /// mode), so a grant to a waiter that died just now delays the queue no more than its
+    /// queue deadline would have. A wait that ends before it takes the grant (cancelled, timed
+    /// out) releases it as it leaves the queue, and the lock goes to the next waiter.
+    #[must_use]
+    pub fn with_direct_grant(mut self, enabled: bool) -> Self {
+        self.direct_grant = enabled;
         self
     }
 

@@ -32,7 +32,27 @@ impl HoldRelease for FairRelease {
     }
 
     async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()> {
-        let call = self.keys.call(&RELEASE_IF_COUNT).arg(owner).arg(expected);
+        self.release_counted(owner, expected, false).await
+    }
+}
+
+impl FairRelease {
+    /// Releases one hold of `owner` only if its count is `expected`. With `spare_grant`, not
+    /// a hold the lock was handed to the owner with on release and that the owner has not
+    /// taken yet: undoing an acquire request, such a hold came after the request, not from
+    /// it (the waiter takes it, or its leave releases it).
+    pub(crate) async fn release_counted(
+        &self,
+        owner: OwnerId,
+        expected: u64,
+        spare_grant: bool,
+    ) -> Result<()> {
+        let call = self
+            .keys
+            .call(&RELEASE_IF_COUNT)
+            .arg(owner)
+            .arg(expected)
+            .arg(if spare_grant { "1" } else { "0" });
         let _released: i64 = self.client.eval(&call).await?;
         Ok(())
     }

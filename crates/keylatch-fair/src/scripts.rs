@@ -18,16 +18,22 @@ macro_rules! with_prelude {
 pub(crate) static ACQUIRE: LuaScript =
     LuaScript::taking_with("fair_acquire", NEXT_TOKEN, with_prelude!("lua/acquire.lua"))
         .acquisition();
+// The scripts that free the lock may hand it to the head of the queue, with a fencing token
+// (`hand_off` in lua/prelude.lua): they carry NEXT_TOKEN too.
 pub(crate) static RELEASE: LuaScript =
-    LuaScript::freeing("fair_release", with_prelude!("lua/release.lua"));
-pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing(
+    LuaScript::freeing_with("fair_release", NEXT_TOKEN, with_prelude!("lua/release.lua"));
+pub(crate) static RELEASE_IF_COUNT: LuaScript = LuaScript::freeing_with(
     "fair_release_if_count",
+    NEXT_TOKEN,
     with_prelude!("lua/release_if_count.lua"),
 );
-pub(crate) static FORCE_UNLOCK: LuaScript =
-    LuaScript::freeing("fair_force_unlock", with_prelude!("lua/force_unlock.lua"));
+pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing_with(
+    "fair_force_unlock",
+    NEXT_TOKEN,
+    with_prelude!("lua/force_unlock.lua"),
+);
 pub(crate) static LEAVE: LuaScript =
-    LuaScript::freeing("fair_leave", with_prelude!("lua/leave.lua"));
+    LuaScript::freeing_with("fair_leave", NEXT_TOKEN, with_prelude!("lua/leave.lua"));
 pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::freeing(
     "fair_refresh_waiters",
     concat!(

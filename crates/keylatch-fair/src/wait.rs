@@ -8,14 +8,24 @@
 //! after the jittered fallback poll. Whatever ends the wait other than getting the lock leaves
 //! the queue: now when the wait times out or fails, in the background when it is cancelled
 //! (after the reply of a request still in flight: see `flight.rs`).
+//!
+//! A waiter that accepts grants ([`FairLock::with_direct_grant`]) may also get the lock with
+//! no request at all: a release hands the free lock to the head of the queue, and the message
+//! that wakes it is a letter saying so (`hand_off` in `lua/prelude.lua`). The waiter takes the
+//! letter before its next attempt. A letter is always for a grant made after the waiter's last
+//! attempt ran (an attempt that runs after a grant takes the grant itself), so taking it is
+//! safe, with one exception: an attempt whose reply was lost may have taken the grant and been
+//! undone, handing the lock on. After such an attempt the wait ignores letters, and its
+//! attempts take any grant.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LockGuard, Owner, OwnerId,
-    RENEW_HASH_HOLDS, Renewal, Result, WakeMode, jitter, lease_millis, open, retrying,
-    validate_lease,
+    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LETTER_MARK, LockGuard, Owner, OwnerId,
+    RENEW_HASH_HOLDS, Renewal, Result, Subscription, WakeMode, jitter, lease_millis, open,
+    retrying, validate_lease,
 };
 use tokio::time::Instant;
 
@@ -31,6 +41,11 @@ struct Request {
     field: String,
     lease: Duration,
     renewal: Renewal,
+    /// The lease of a hold handed to this waiter on release (never above the waiter timeout);
+    /// `None`: the waiter does not accept grants.
+    grant_lease: Option<Duration>,
+    /// An attempt's reply was lost: letters are no longer trusted (see the module docs).
+    lost_reply: AtomicBool,
 }
 
 /// Whether a refused attempt joins the queue.
@@ -57,11 +72,22 @@ impl FairLock {
             ),
         };
         let owner = self.client.owner_id(Owner::or_unique(self.owner));
+        // Only a wait with an owner of its own accepts grants: it is then the one wait that a
+        // letter to its owner id can be for. The grant's lease is at most the waiter timeout,
+        // so a grant to a waiter that died just now delays the queue no more than its deadline
+        // would have; a hold with a longer fixed lease is not granted.
+        let grant_lease = match renewal {
+            _ if !self.direct_grant || self.owner.is_some() => None,
+            Renewal::Lease if lease > self.waiter_timeout => None,
+            _ => Some(lease.min(self.waiter_timeout)),
+        };
         let request = Request {
             owner,
             field: owner.to_string(),
             lease,
             renewal,
+            grant_lease,
+            lost_reply: AtomicBool::new(false),
         };
         let mut acquisition = self.client.begin_acquisition("fair")?;
         acquisition.naming(self.name());
@@ -143,6 +169,8 @@ impl FairLock {
             self.keys
                 .waiters_pattern(&request.owner.client().to_string())
         });
+        // When the last attempt that left the waiter queued was sent: a grant came after it.
+        let mut queued_at = None;
         let joined = hub.join_if_delivered(&channel, pattern.as_deref(), WakeMode::All);
         let mut subscription = match joined {
             Some(subscription) => subscription,
@@ -154,6 +182,7 @@ impl FairLock {
                 )? {
                     return Ok(Some(guard));
                 }
+                queued_at = Some(sent_at);
                 self.keep_refreshing(refresh, &request.field, sent_at);
                 if deadline.is_some_and(|d| d <= Instant::now()) {
                     return Ok(None);
@@ -170,12 +199,16 @@ impl FairLock {
             let notified = subscription.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            if let Some(guard) = self.take_grant(request, &subscription, queued_at, refresh) {
+                return Ok(Some(guard));
+            }
             let sent_at = Instant::now();
             let outcome = retrying(&mut attempt, deadline, &mut failures).await;
             let bound = match open(&self.client, outcome)? {
                 Attempt::Done(guard) => return Ok(Some(guard)),
                 Attempt::Retry(bound) => bound,
             };
+            queued_at = Some(sent_at);
             self.keep_refreshing(refresh, &request.field, sent_at);
             let now = Instant::now();
             let mut until = now + jitter(poll);
@@ -194,6 +227,64 @@ impl FairLock {
                 _ = self.client.closing() => return Err(Error::Closed),
             }
         }
+    }
+
+    /// Takes the lock if a release handed it to this waiter: the letter on its channel says so
+    /// (see the module docs), and carries the fencing token. The hold's lease was the grant's
+    /// from some moment after the waiter was last seen queued: after `queued_at`, and after
+    /// the start of the last refresh that found it queued. Its validity counts from there, so
+    /// it never ends later than the server's; a watchdog-mode hold is renewed at once. `None`
+    /// (try the usual way) without a letter, when letters are not trusted, or when that
+    /// validity would already be over.
+    fn take_grant(
+        &self,
+        request: &Request,
+        subscription: &Subscription,
+        queued_at: Option<Instant>,
+        refresh: &Option<HoldHandle>,
+    ) -> Option<LockGuard> {
+        let grant_lease = request.grant_lease?;
+        let letter = subscription.take_letter()?;
+        if request.lost_reply.load(Ordering::Relaxed) {
+            return None;
+        }
+        let token = match letter.split_first() {
+            Some((&LETTER_MARK, [])) => None,
+            Some((&LETTER_MARK, digits)) => Some(
+                std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|t| t.parse::<u64>().ok())?,
+            ),
+            _ => return None,
+        };
+        let refreshed = refresh
+            .as_ref()
+            .and_then(|handle| match *handle.subscribe().borrow() {
+                HoldState::Valid { until } => until.checked_sub(self.waiter_timeout),
+                _ => None,
+            });
+        let seen_queued = queued_at.max(refreshed)?;
+        let until = seen_queued + grant_lease;
+        if until <= Instant::now() {
+            return None;
+        }
+        let name = &self.keys.name;
+        let hold = self.client.watchdog().register_until(
+            name,
+            &request.field,
+            request.lease,
+            request.renewal,
+            until,
+        );
+        tracing::debug!(lock = %name, waiter = request.field, "the lock was handed to this waiter");
+        Some(LockGuard::new(
+            self.client.clone(),
+            name.clone(),
+            request.owner,
+            self.release.clone(),
+            hold,
+            token,
+        ))
     }
 
     /// Makes sure the watchdog refreshes this waiter's deadline: registers it after the first
@@ -227,26 +318,36 @@ impl FairLock {
         let field = request.field.as_str();
         let watchdog = self.client.watchdog();
         watchdog.settled(name, field).await;
+        let local = watchdog.local_count(name, field) as u64;
+        let grant_lease = request
+            .grant_lease
+            .filter(|_| queue == Queue::Join)
+            .map_or(0, lease_millis);
         let call = self
             .keys
             .call(&ACQUIRE)
-            .key(self.keys.token.as_str())
             .arg(lease_millis(request.lease))
             .arg(field)
             .arg(lease_millis(self.waiter_timeout))
             .arg(if self.fencing { "1" } else { "0" })
-            .arg(if queue == Queue::Join { "1" } else { "0" });
+            .arg(if queue == Queue::Join { "1" } else { "0" })
+            .arg(local)
+            .arg(grant_lease);
         let undo = Undo {
             client: self.client.clone(),
             release: self.release.clone(),
             keys: self.keys.clone(),
             owner: request.owner,
             field: request.field.clone(),
-            expected: watchdog.local_count(name, field) as u64 + 1,
+            expected: local + 1,
             joins: queue == Queue::Join,
         };
         let sent_at = Instant::now();
-        let reply = Flight::new(call, undo).reply().await?;
+        let reply = Flight::new(call, undo).reply().await.inspect_err(|err| {
+            if err.is_ambiguous() {
+                request.lost_reply.store(true, Ordering::Relaxed);
+            }
+        })?;
         let token = match reply {
             Value::Nil => None,
             Value::Array(items) => match items.as_slice() {

@@ -1,5 +1,6 @@
--- keylatch fair lock: release whoever holds it, and wake the head of the queue (even when the
--- lock was already free: a nudge for a head that would otherwise wait for its timer).
+-- keylatch fair lock: release whoever holds it, and hand the lock to the head of the queue or
+-- wake it (even when the lock was already free: a nudge for a head that would otherwise wait
+-- for its timer).
 -- Returns 1 when it was held, 0 when it was free. Refuses (WRONGTYPE) a key that is not a hash.
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
@@ -8,6 +9,6 @@ end
 local released = redis.call('del', KEYS[1])
 local head = evict(false)
 if head then
-  wake(head)
+  hand_off(head)
 end
 return released

@@ -3,12 +3,14 @@
 -- KEYS[1] the lock hash, KEYS[2] the queue (list of waiter ids, first come first),
 -- KEYS[3] Redisson's waiter scores (zset), KEYS[4] the wake-up channel prefix: a waiter's
 -- channel is KEYS[4] .. ':' .. its id, KEYS[5] keylatch waiters' deadlines (zset: waiter id ->
--- server time in ms).
+-- server time in ms), KEYS[6] keylatch waiters' grant offers and marks (hash, see hand_off),
+-- KEYS[7] the fencing counter.
 -- Deadlines use the server's clock (TIME), never a client's.
 -- Every script reads each key it writes before its first write, so a key of another type
 -- raises WRONGTYPE while nothing has been written yet.
 local now = server_now()
 redis.call('zcard', KEYS[3])
+redis.call('hlen', KEYS[6])
 -- The head before this script, and the dead keylatch waiters (deadline passed: nobody
 -- refreshed it), at most 100 at a time.
 local before = redis.call('lindex', KEYS[2], 0)
@@ -16,6 +18,7 @@ local dead = redis.call('zrangebyscore', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
 
 local function leave_queue(id)
   unqueue(KEYS[2], KEYS[3], KEYS[5], id, now, redis.call('pttl', KEYS[1]))
+  redis.call('hdel', KEYS[6], id)
 end
 
 -- Drops the dead keylatch waiters, then the head until it is live: a keylatch waiter whose
@@ -56,4 +59,55 @@ end
 -- Wakes one waiter, on its own channel.
 local function wake(id)
   redis.call('publish', KEYS[4] .. ':' .. id, '0')
+end
+
+-- Whether KEYS[7] can issue a fencing token (absent, or an integer string).
+local function counter_ok()
+  local kind = redis.call('type', KEYS[7])['ok']
+  if kind == 'none' then
+    return true
+  end
+  if kind ~= 'string' then
+    return false
+  end
+  local counter = redis.call('get', KEYS[7])
+  return #counter <= 18 and string.match(counter, '^%d+$') ~= nil
+end
+
+-- A grant mark: the value KEYS[6] holds for a waiter the lock was handed to ('=' and its
+-- fencing token, if any), until the waiter's hold is released.
+local function granted(id)
+  local mark = redis.call('hget', KEYS[6], id)
+  if mark and string.sub(mark, 1, 1) == '=' then
+    return mark
+  end
+  return false
+end
+
+-- The lock is free and `head` is the live head of the queue: hand the lock to it when it is a
+-- keylatch waiter that accepts grants (its offer in KEYS[6] is '<lease ms>,<fencing 0|1>'). Its
+-- hold is written with that lease (never above its waiter timeout, so a grant to a waiter
+-- that died just now delays the queue no more than its deadline would have), it leaves the
+-- queue, its offer becomes the grant mark, and the mark is published on its channel: the
+-- waiter has the lock when the message arrives, with no request of its own. Any other head
+-- (a Redisson waiter, a keylatch waiter without an offer) is woken to try for itself.
+local function hand_off(head)
+  local offer = redis.call('hget', KEYS[6], head)
+  local lease, fencing
+  if offer then
+    lease, fencing = string.match(offer, '^(%d+),([01])$')
+  end
+  if not lease or tonumber(lease) < 1 or (fencing == '1' and not counter_ok()) then
+    wake(head)
+    return
+  end
+  local mark = '='
+  if fencing == '1' then
+    mark = '=' .. string.format('%d', next_token(KEYS[7]))
+  end
+  redis.call('hset', KEYS[1], head, 1)
+  redis.call('pexpire', KEYS[1], lease)
+  leave_queue(head)
+  redis.call('hset', KEYS[6], head, mark)
+  redis.call('publish', KEYS[4] .. ':' .. head, mark)
 end

@@ -64,12 +64,16 @@ end
 -- Queues the keylatch waiter `id` at the back (or keeps its place) with liveness deadline
 -- `deadline` (now + `ttl` ms), and sets its score in T. Never puts an expiry on Q or T (it
 -- would drop Redisson waiters with them; an expiry left by an older keylatch is removed).
-local function place(Q, T, H, id, deadline, ttl)
+-- The grant offers G live as long as the deadlines H.
+local function place(Q, T, H, G, id, deadline, ttl)
   redis.call('persist', Q)
   redis.call('persist', T)
   local keep = ttl + REDISSON_SLACK
   if redis.call('pttl', H) < keep then
     redis.call('pexpire', H, keep)
+  end
+  if redis.call('pttl', G) < keep then
+    redis.call('pexpire', G, keep)
   end
   if not mixed(T, H) then
     if redis.call('zadd', T, deadline + REDISSON_SLACK, id) == 1 then

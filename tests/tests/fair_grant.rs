@@ -1,0 +1,395 @@
+//! The fair lock's direct grant: a release hands the free lock to the keylatch waiter at the
+//! head of the queue and tells it so in the wake-up message, so the waiter has the lock with
+//! no request of its own. Each test checks that the grant really happened (the letters taken,
+//! the requests counted on the server), and that nothing is left behind or given twice.
+use std::time::Duration;
+
+use keylatch::redis::AsyncCommands;
+use keylatch::{FairLock, LockGuard};
+use keylatch_tests::{
+    client_with, command_calls, eventually, raw, server, spawn_reporting, unique,
+};
+
+const SLOW_POLL: Duration = Duration::from_secs(60);
+
+/// Every key of the fair lock `name`.
+fn keys(name: &str) -> [String; 6] {
+    [
+        name.to_owned(),
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+        format!("{{{name}}}:keylatch_waiters"),
+        format!("{{{name}}}:keylatch_grants"),
+        format!("redisson_lock_token:{{{name}}}"),
+    ]
+}
+
+/// Asserts that nothing of the lock is left but the fencing counter.
+async fn assert_clean(conn: &mut keylatch::redis::aio::MultiplexedConnection, name: &str) {
+    for key in &keys(name)[..5] {
+        let exists: bool = conn.exists(key).await.unwrap();
+        let kind: String = keylatch::redis::cmd("TYPE")
+            .arg(key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        assert!(!exists, "{key} ({kind}) was left behind");
+    }
+}
+
+/// Waits until the queue holds `n` waiters.
+async fn queued(lock: &FairLock, n: usize) {
+    let queued = eventually(Duration::from_secs(10), || async {
+        lock.queue().await.unwrap().len() == n
+    })
+    .await;
+    assert!(queued, "{n} waiters did not queue");
+}
+
+/// A wait, polled only by the test: `poll_until` drives it until `done` says so, then it sits
+/// unpolled (as if its task were busy elsewhere) until the test polls or drops it.
+struct Driven {
+    wait: std::pin::Pin<Box<dyn std::future::Future<Output = keylatch::Result<LockGuard>> + Send>>,
+}
+
+impl Driven {
+    fn new(lock: FairLock) -> Driven {
+        Driven {
+            wait: Box::pin(async move { lock.lock().await }),
+        }
+    }
+
+    async fn poll_until<F, Fut>(&mut self, mut done: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        for _ in 0..1000 {
+            tokio::select! {
+                biased;
+                result = &mut self.wait => panic!("the wait ended early: {:?}", result.map(|g| g.name().to_owned())),
+                () = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
+            if done().await {
+                return;
+            }
+        }
+        panic!("the wait never got there");
+    }
+}
+
+/// One release, one hand-over: the holder's release is the only request on the server, the
+/// waiter takes the lock from the letter (with the next fencing token and the grant's lease),
+/// and once it unlocks nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let mut conn = raw(&server).await;
+    let name = unique("fair-grant");
+    // A fixed lease no longer than the waiter timeout (so nothing renews anything here), and
+    // a waiter timeout long enough that no refresh falls inside the measured step.
+    let lease = Duration::from_secs(2);
+    let lock = |client: &keylatch::Client| {
+        client
+            .fair_lock(&name)
+            .with_fencing(true)
+            .with_waiter_timeout(Duration::from_secs(30))
+    };
+    let held = lock(&holder_client).lock_with_lease(lease).await.unwrap();
+    let start = command_calls(&mut conn, "evalsha").await;
+    let waiter = lock(&waiter_client);
+    let waiting = tokio::spawn(async move { waiter.lock_with_lease(lease).await });
+    // The waiter's first attempt queues it; it subscribes and tries once more; then it sleeps.
+    let settled = eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        async move { command_calls(&mut conn, "evalsha").await - start >= 2 }
+    })
+    .await;
+    assert!(settled, "the waiter did not queue");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let queue = lock(&holder_client).queue().await.unwrap();
+    assert_eq!(queue.len(), 1, "one waiter queued");
+    let waiter_id = queue[0].id.clone();
+
+    let before = command_calls(&mut conn, "evalsha").await;
+    let holder_token = held.fencing_token().unwrap();
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter got the lock from the message, not the 60 s poll")
+        .unwrap()
+        .unwrap();
+    let requests = command_calls(&mut conn, "evalsha").await - before;
+    let letters = waiter_client.stats().letters;
+    let count: Option<u64> = conn.hget(&name, &waiter_id).await.unwrap();
+    let pttl: i64 = conn.pttl(&name).await.unwrap();
+    let mark: Option<String> = conn
+        .hget(format!("{{{name}}}:keylatch_grants"), &waiter_id)
+        .await
+        .unwrap();
+    let token = guard.fencing_token().unwrap();
+    println!(
+        "hand-over: {requests} script call(s), {letters} letter(s); hold count {count:?}, \
+         PTTL {pttl} ms, mark {mark:?}; tokens {holder_token} then {token}"
+    );
+    assert_eq!(
+        requests, 1,
+        "the holder's release alone: the waiter sent nothing"
+    );
+    assert_eq!(letters, 1, "the waiter took the lock from the letter");
+    assert_eq!(count, Some(1), "the waiter holds the lock once");
+    assert!(
+        (1..=2000).contains(&pttl),
+        "the grant's lease is the waiter's: {pttl} ms"
+    );
+    assert_eq!(
+        mark,
+        Some(format!("={token}")),
+        "the grant mark carries the token"
+    );
+    assert!(
+        token > holder_token,
+        "fencing tokens increase across a grant"
+    );
+    assert!(lock(&holder_client).queue().await.unwrap().is_empty());
+    guard.unlock().await.unwrap();
+    assert_clean(&mut conn, &name).await;
+    assert_eq!(waiter_client.stats().watchdog.holds, 0);
+}
+
+/// Tasks on two clients taking turns, most hand-overs by grant: never two holders at once
+/// (an overlap loses an increment), and nothing left at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_handed_the_lock_never_overlap() {
+    const TASKS: usize = 6;
+    const ITERATIONS: u64 = 60;
+    let server = server();
+    let clients = [
+        client_with(&server, Duration::from_secs(30), SLOW_POLL).await,
+        client_with(&server, Duration::from_secs(30), SLOW_POLL).await,
+    ];
+    let name = unique("fair-grant-exclusion");
+    let counter = format!("{name}:counter");
+    let locks: Vec<_> = (0..TASKS)
+        .map(|i| clients[i % 2].fair_lock(&name))
+        .collect();
+    let total = keylatch_tests::increments_under(&server, locks, &counter, ITERATIONS).await;
+    let letters: u64 = clients.iter().map(|c| c.stats().letters).sum();
+    let acquisitions = TASKS as u64 * ITERATIONS;
+    println!("{acquisitions} acquisitions: counter {total}, {letters} taken from a letter");
+    assert_eq!(
+        total, acquisitions,
+        "an increment was lost: two holders overlapped"
+    );
+    assert!(
+        letters >= acquisitions / 4,
+        "only {letters} of {acquisitions} acquisitions were grants"
+    );
+    let mut conn = raw(&server).await;
+    for c in &clients {
+        c.wait_idle().await;
+        assert_eq!(c.stats().watchdog.holds, 0);
+    }
+    assert_clean(&mut conn, &name).await;
+}
+
+/// A wait that ends (here: dropped) after the lock was handed to it, before it took the
+/// letter: its leave releases the hold and hands the lock on to the next waiter, which gets
+/// it by letter too. The dropped waiter never appears as a holder again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let dropped_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let next_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let mut conn = raw(&server).await;
+    let name = unique("fair-grant-drop");
+    let grants = format!("{{{name}}}:keylatch_grants");
+    let held = holder_client.fair_lock(&name).lock().await.unwrap();
+    let probe = holder_client.fair_lock(&name);
+
+    // The first waiter queues and subscribes, then is no longer polled.
+    let mut first = Driven::new(dropped_client.fair_lock(&name));
+    first
+        .poll_until(|| async {
+            probe.queue().await.unwrap().len() == 1 && dropped_client.stats().subscribers >= 1
+        })
+        .await;
+    // Its second attempt (after subscribing) may still be on its way: let it finish.
+    first
+        .poll_until(|| async { dropped_client.stats().background_pending == 0 })
+        .await;
+    let first_id = probe.queue().await.unwrap()[0].id.clone();
+    let next_lock = next_client.fair_lock(&name);
+    let next = tokio::spawn(async move { next_lock.lock().await });
+    queued(&probe, 2).await;
+
+    held.unlock().await.unwrap();
+    // The lock is the first waiter's now, by grant; it never sees the letter.
+    let mark: Option<String> = conn.hget(&grants, &first_id).await.unwrap();
+    let count: Option<u64> = conn.hget(&name, &first_id).await.unwrap();
+    assert_eq!(
+        mark.as_deref(),
+        Some("="),
+        "the lock was handed to the first waiter"
+    );
+    assert_eq!(count, Some(1));
+    drop(first);
+
+    let guard = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next waiter got the lock, handed on by the leave")
+        .unwrap()
+        .unwrap();
+    let count: Option<u64> = conn.hget(&name, &first_id).await.unwrap();
+    assert_eq!(count, None, "the dropped waiter holds nothing");
+    assert_eq!(
+        dropped_client.stats().letters,
+        0,
+        "the dropped wait took no letter"
+    );
+    assert_eq!(
+        next_client.stats().letters,
+        1,
+        "the leave handed the lock on"
+    );
+    guard.unlock().await.unwrap();
+    dropped_client.wait_idle().await;
+    assert_clean(&mut conn, &name).await;
+    assert_eq!(dropped_client.stats().watchdog.holds, 0);
+}
+
+/// A letter lost with the pub/sub connection: the waiter's next attempt (woken by the
+/// reconnection) finds the lock handed to it and takes it — once, with a hold count of 1, so
+/// one unlock frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_letter_is_taken_by_the_next_attempt() {
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let mut conn = raw(&server).await;
+    let mut taken_by_attempt = 0;
+    for round in 0..10 {
+        let name = unique("fair-grant-lost");
+        let held = holder_client.fair_lock(&name).lock().await.unwrap();
+        let probe = holder_client.fair_lock(&name);
+        let waiter = waiter_client.fair_lock(&name);
+        let waiting = tokio::spawn(async move { waiter.lock().await });
+        queued(&probe, 1).await;
+        let subscribed = eventually(Duration::from_secs(10), || async {
+            waiter_client.stats().subscribers >= 1
+        })
+        .await;
+        assert!(subscribed);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let waiter_id = probe.queue().await.unwrap()[0].id.clone();
+        let letters = waiter_client.stats().letters;
+        // Both pub/sub connections go; the release follows at once, before the waiter's hub
+        // is back (mostly: a round where it was back first takes the letter).
+        let _: i64 = keylatch::redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        held.unlock().await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the waiter got the lock after the reconnection")
+            .unwrap()
+            .unwrap();
+        let by_letter = waiter_client.stats().letters - letters;
+        let count: Option<u64> = conn.hget(&name, &waiter_id).await.unwrap();
+        let mark: Option<String> = conn
+            .hget(format!("{{{name}}}:keylatch_grants"), &waiter_id)
+            .await
+            .unwrap();
+        println!("round {round}: by letter {by_letter}, count {count:?}, mark {mark:?}");
+        assert_eq!(count, Some(1), "the grant is taken once");
+        if by_letter == 0 {
+            taken_by_attempt += 1;
+            assert_eq!(
+                mark, None,
+                "the attempt that took the grant cleared its mark"
+            );
+        }
+        guard.unlock().await.unwrap();
+        assert_clean(&mut conn, &name).await;
+        kill_pubsub_settle(&waiter_client, &holder_client).await;
+    }
+    println!("{taken_by_attempt} of 10 grants taken by an attempt");
+    assert!(
+        taken_by_attempt >= 1,
+        "no letter was lost: the case was not tested"
+    );
+}
+
+/// Waits until both clients' hubs are connected again.
+async fn kill_pubsub_settle(a: &keylatch::Client, b: &keylatch::Client) {
+    let back = eventually(Duration::from_secs(10), || async {
+        a.core().hub().is_connected() && b.core().hub().is_connected()
+    })
+    .await;
+    assert!(back, "the hubs did not reconnect");
+}
+
+/// A waiter process killed just before the lock is handed to it (its queue deadline has not
+/// passed yet): the grant's lease is its waiter timeout, not the lock's 30 s lease, so the
+/// next waiter gets the lock once that ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_waiter_timeout() {
+    const WAITER_TIMEOUT: Duration = Duration::from_millis(1500);
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let next_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let mut conn = raw(&server).await;
+    let name = unique("fair-grant-dead");
+    let held = holder_client.fair_lock(&name).lock().await.unwrap();
+    let (mut child, line) = spawn_reporting(
+        env!("CARGO_BIN_EXE_keylatch-test-fair-waiter"),
+        &[
+            server.url(),
+            name.clone(),
+            WAITER_TIMEOUT.as_millis().to_string(),
+            "grant".to_owned(),
+        ],
+        "the waiter process",
+    )
+    .await;
+    let child_id = line
+        .unwrap_or_default()
+        .strip_prefix("queued ")
+        .expect("queued <id>")
+        .to_owned();
+    let probe = holder_client.fair_lock(&name);
+    let next_lock = next_client
+        .fair_lock(&name)
+        .with_waiter_timeout(WAITER_TIMEOUT);
+    let next = tokio::spawn(async move { next_lock.lock().await });
+    queued(&probe, 2).await;
+    child.kill().await.unwrap();
+    held.unlock().await.unwrap();
+    let count: Option<u64> = conn.hget(&name, &child_id).await.unwrap();
+    let pttl: i64 = conn.pttl(&name).await.unwrap();
+    println!("the dead waiter was handed the lock: count {count:?}, PTTL {pttl} ms");
+    assert_eq!(count, Some(1), "the lock was handed to the dead waiter");
+    assert!(
+        (1..=WAITER_TIMEOUT.as_millis() as i64).contains(&pttl),
+        "the grant's lease is at most the waiter timeout: {pttl} ms"
+    );
+    // Bounded by the grant's lease plus the next waiter's timer (its bound is the holder's
+    // PTTL), well under the 30 s lease a full grant would have.
+    let guard = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next waiter got the lock once the dead waiter's grant ended")
+        .unwrap()
+        .unwrap();
+    guard.unlock().await.unwrap();
+    next_client.wait_idle().await;
+    // The dead waiter's mark stays until the grant hash expires (it is no one's hold).
+    let left: i64 = conn.exists(&keys(&name)[..4]).await.unwrap();
+    assert_eq!(left, 0, "a hold or queue entry was left behind");
+}
