@@ -248,15 +248,14 @@ TARGET_REASONS = {
         "release, at the price of many more commands per acquisition. A grant made by the release "
         "script (the message carries it) would make keylatch's hand-off one round trip without polling."),
     "fair lock: hand-off p50": (
-        "a fair hand-off must go to the queue head: the release publishes on the head's own "
-        "channel, the head wakes and runs its acquire script, which also prunes dead waiters (about "
-        "30 Redis commands per acquisition against the reentrant lock's 13), so it takes two round "
-        "trips and a heavier script every time. The reentrant lock's hand-off goes to whichever "
-        "waiter's attempt reaches Redis first, and with 8 waiters retrying that is often within one "
-        "round trip. The ratio moves with the load from run to run (the fair lock's own benchmark, "
-        "16 waiters and no hold, measures 1.23×; an earlier run of this one 1.09×). What would meet "
-        "it every time: the release script granting the lock to the head, its message carrying the "
-        "grant, so that the head's wake-up is the hand-off."),
+        "a fair hand-off must go to the queue head, and its release script does the queue's work "
+        "(prunes dead waiters, chains Redisson's waiters, writes the head's hold): about 2 script "
+        "calls and 33–44 µs of server time per acquisition against the reentrant lock's 3 and "
+        "10–14 µs. With the direct grant the head's wake-up message is the hand-off (no acquire "
+        "round trip: the fair lock's own benchmark measures 1.3 raw round trips and 0.65–0.81× the "
+        "reentrant lock's gap from 8 waiters up), so what is left is that heavier release on cores "
+        "the client shares with redis-server; the reentrant lock's hand-off goes to whichever "
+        "waiter's attempt reaches Redis first, with 8 waiters retrying often within one round trip."),
 }
 
 
@@ -291,7 +290,8 @@ REASONS = {
         "barging pollers and short-interval pollers alike. What would fix it: a Redis-side grant — the "
         "release script hands the lock to the next queued waiter and the PUBLISH carries the grant — "
         "would make a hand-off one round trip, the physical floor, and lift keylatch towards 1.0× "
-        "limit without starving anyone; the fair lock's queue already has the structure for it."),
+        "limit without starving anyone; the fair lock does this for its keylatch waiters (its direct "
+        "grant, see the fair-lock section)."),
     "gap": (
         "**Hand-off gap (scenarios 2 and 4).** A keylatch waiter is parked on pub/sub: the release "
         "script's PUBLISH reaches it about one round trip after the holder starts releasing; the "

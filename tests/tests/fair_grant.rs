@@ -144,16 +144,31 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
         (1..=2000).contains(&pttl),
         "the grant's lease is the waiter's: {pttl} ms"
     );
+    // The mark is '=<token>:<attempt>': the waiter's second attempt (after subscribing)
+    // made the offer the grant answers.
+    let attempt = mark
+        .as_deref()
+        .and_then(|m| m.strip_prefix(&format!("={token}:")))
+        .and_then(|n| n.parse::<u64>().ok());
     assert_eq!(
-        mark,
-        Some(format!("={token}")),
-        "the grant mark carries the token"
+        attempt,
+        Some(2),
+        "the grant mark carries the token and the attempt: {mark:?}"
     );
     assert!(
         token > holder_token,
         "fencing tokens increase across a grant"
     );
     assert!(lock(&holder_client).queue().await.unwrap().is_empty());
+    // Re-entering the granted hold through its owner counts up (the mark is not taken again).
+    let again = lock(&waiter_client)
+        .with_owner(guard.owner())
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let count: Option<u64> = conn.hget(&name, &waiter_id).await.unwrap();
+    assert_eq!(count, Some(2), "a re-entry of a granted hold counts up");
+    again.unlock().await.unwrap();
     guard.unlock().await.unwrap();
     assert_clean(&mut conn, &name).await;
     assert_eq!(waiter_client.stats().watchdog.holds, 0);
@@ -230,10 +245,9 @@ async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
     // The lock is the first waiter's now, by grant; it never sees the letter.
     let mark: Option<String> = conn.hget(&grants, &first_id).await.unwrap();
     let count: Option<u64> = conn.hget(&name, &first_id).await.unwrap();
-    assert_eq!(
-        mark.as_deref(),
-        Some("="),
-        "the lock was handed to the first waiter"
+    assert!(
+        mark.as_deref().is_some_and(|m| m.starts_with("=:")),
+        "the lock was handed to the first waiter: {mark:?}"
     );
     assert_eq!(count, Some(1));
     drop(first);
@@ -337,16 +351,19 @@ async fn kill_pubsub_settle(a: &keylatch::Client, b: &keylatch::Client) {
 }
 
 /// A waiter process killed just before the lock is handed to it (its queue deadline has not
-/// passed yet): the grant's lease is its waiter timeout, not the lock's 30 s lease, so the
-/// next waiter gets the lock once that ends.
+/// passed yet): the grant ends no later than that deadline, not after the lock's 30 s lease
+/// nor a whole waiter timeout after the grant, so the next waiter gets the lock once it ends;
+/// and the grant mark left behind expires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_waiter_timeout() {
+async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() {
     const WAITER_TIMEOUT: Duration = Duration::from_millis(1500);
+    const AFTER_KILL: Duration = Duration::from_millis(700);
     let server = server();
     let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
     let next_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
     let mut conn = raw(&server).await;
     let name = unique("fair-grant-dead");
+    let grants = format!("{{{name}}}:keylatch_grants");
     let held = holder_client.fair_lock(&name).lock().await.unwrap();
     let (mut child, line) = spawn_reporting(
         env!("CARGO_BIN_EXE_keylatch-test-fair-waiter"),
@@ -364,32 +381,83 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_waiter_time
         .strip_prefix("queued ")
         .expect("queued <id>")
         .to_owned();
-    let probe = holder_client.fair_lock(&name);
-    let next_lock = next_client
-        .fair_lock(&name)
-        .with_waiter_timeout(WAITER_TIMEOUT);
-    let next = tokio::spawn(async move { next_lock.lock().await });
-    queued(&probe, 2).await;
     child.kill().await.unwrap();
+    // Its last refresh was at most a third of its waiter timeout before the kill: at the
+    // release, at most 1 500 - 700 ms of its deadline are left.
+    tokio::time::sleep(AFTER_KILL).await;
     held.unlock().await.unwrap();
     let count: Option<u64> = conn.hget(&name, &child_id).await.unwrap();
     let pttl: i64 = conn.pttl(&name).await.unwrap();
-    println!("the dead waiter was handed the lock: count {count:?}, PTTL {pttl} ms");
-    assert_eq!(count, Some(1), "the lock was handed to the dead waiter");
-    assert!(
-        (1..=WAITER_TIMEOUT.as_millis() as i64).contains(&pttl),
-        "the grant's lease is at most the waiter timeout: {pttl} ms"
+    let grants_ttl: i64 = conn.pttl(&grants).await.unwrap();
+    println!(
+        "the dead waiter was handed the lock: count {count:?}, PTTL {pttl} ms; the grant hash \
+         expires in {grants_ttl} ms"
     );
-    // Bounded by the grant's lease plus the next waiter's timer (its bound is the holder's
-    // PTTL), well under the 30 s lease a full grant would have.
-    let guard = tokio::time::timeout(Duration::from_secs(10), next)
+    assert_eq!(count, Some(1), "the lock was handed to the dead waiter");
+    let left = (WAITER_TIMEOUT - AFTER_KILL).as_millis() as i64;
+    assert!(
+        (1..=left + 100).contains(&pttl),
+        "the grant ends with the waiter's deadline (at most {left} ms from now): {pttl} ms"
+    );
+    assert!(
+        grants_ttl > 0,
+        "the grant mark never expires: PTTL {grants_ttl}"
+    );
+    // The next waiter's first attempt queues it with the holder's PTTL as its bound: it gets
+    // the lock once the grant has ended, well before the lock's 30 s lease.
+    let next_lock = next_client
+        .fair_lock(&name)
+        .with_waiter_timeout(WAITER_TIMEOUT);
+    let guard = tokio::time::timeout(Duration::from_secs(10), next_lock.lock())
         .await
         .expect("the next waiter got the lock once the dead waiter's grant ended")
-        .unwrap()
         .unwrap();
     guard.unlock().await.unwrap();
     next_client.wait_idle().await;
-    // The dead waiter's mark stays until the grant hash expires (it is no one's hold).
     let left: i64 = conn.exists(&keys(&name)[..4]).await.unwrap();
     assert_eq!(left, 0, "a hold or queue entry was left behind");
+}
+
+/// `force_unlock` of a hold handed to a waiter that has not taken it yet takes the grant mark
+/// with it; the waiter, taking its letter afterwards, holds a guard whose hold is gone, as any
+/// holder whose lock was forced: its unlock says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_takes_an_untaken_grant_with_it() {
+    let server = server();
+    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let mut conn = raw(&server).await;
+    let name = unique("fair-grant-force");
+    let grants = format!("{{{name}}}:keylatch_grants");
+    let held = holder_client.fair_lock(&name).lock().await.unwrap();
+    let probe = holder_client.fair_lock(&name);
+    let mut waiting = Driven::new(waiter_client.fair_lock(&name));
+    waiting
+        .poll_until(|| async {
+            probe.queue().await.unwrap().len() == 1 && waiter_client.stats().subscribers >= 1
+        })
+        .await;
+    waiting
+        .poll_until(|| async { waiter_client.stats().background_pending == 0 })
+        .await;
+    let waiter_id = probe.queue().await.unwrap()[0].id.clone();
+    held.unlock().await.unwrap();
+    let mark: Option<String> = conn.hget(&grants, &waiter_id).await.unwrap();
+    assert!(
+        mark.is_some_and(|m| m.starts_with('=')),
+        "the lock was handed over"
+    );
+    assert!(probe.force_unlock().await.unwrap(), "the grant was a hold");
+    let mark: Option<String> = conn.hget(&grants, &waiter_id).await.unwrap();
+    assert_eq!(mark, None, "force_unlock deleted the grant mark");
+    let guard = tokio::time::timeout(Duration::from_secs(10), &mut waiting.wait)
+        .await
+        .expect("the waiter took its letter")
+        .unwrap();
+    assert!(
+        matches!(guard.unlock().await, Err(keylatch::Error::NotHeld { .. })),
+        "the forced hold is reported gone"
+    );
+    waiter_client.wait_idle().await;
+    assert_clean(&mut conn, &name).await;
 }

@@ -73,9 +73,9 @@ pub struct ClientStats {
     pub subscribers: usize,
     /// Times the pub/sub connection was re-established.
     pub hub_reconnects: u64,
-    /// Letters this client's waiters took ([`PubSubHub::letters`]): for the fair lock, locks
-    /// handed to them on release, taken from the message with no request of their own (a
-    /// wait that cannot trust a letter, after a lost reply, takes the grant by an attempt).
+    /// Letters this client's waiters acted on ([`PubSubHub::letters`]): for the fair lock,
+    /// locks handed to them on release and taken from the message, with no request of their
+    /// own (a grant whose letter a wait cannot trust is taken by its next attempt instead).
     pub letters: u64,
     /// Background releases and undos not finished yet.
     pub background_pending: usize,

@@ -51,7 +51,7 @@ struct HubShared {
     connected: AtomicBool,
     reconnects: AtomicU64,
     messages: AtomicU64,
-    /// Letters taken by waiters (see [`Subscription::take_letter`]).
+    /// Letters waiters acted on (see [`Subscription::letter_used`]).
     letters: AtomicU64,
     /// How long an unused channel stays subscribed.
     linger: Duration,
@@ -486,8 +486,8 @@ impl PubSubHub {
         self.shared.messages.load(Ordering::Relaxed)
     }
 
-    /// Letters waiters took (see [`Subscription::take_letter`]): for the fair lock, locks
-    /// handed to this client's waiters on release.
+    /// Letters waiters acted on ([`Subscription::letter_used`]): for the fair lock, locks
+    /// handed to this client's waiters on release and taken from the message.
     pub fn letters(&self) -> u64 {
         self.shared.letters.load(Ordering::Relaxed)
     }
@@ -527,9 +527,12 @@ impl Subscription {
     /// message whose payload begins with [`LETTER_MARK`]), if no one took it yet. Letters wake
     /// waiters as any message does; only one waiter gets each.
     pub fn take_letter(&self) -> Option<Box<[u8]>> {
-        let letter = self.inbox.letter.lock().expect("letter lock").take()?;
+        self.inbox.letter.lock().expect("letter lock").take()
+    }
+
+    /// Counts a letter the waiter acted on ([`PubSubHub::letters`]).
+    pub fn letter_used(&self) {
         self.hub.letters.fetch_add(1, Ordering::Relaxed);
-        Some(letter)
     }
 }
 

@@ -94,9 +94,10 @@ impl LuaScript {
         LuaScript::with_header(name, "#!lua\n", prelude, source)
     }
 
-    /// Declares a script that only frees or extends (a release, a renewal, leaving a queue):
-    /// it declares `allow-oom`, so it runs even when Redis is out of memory, which it helps
-    /// relieve. Needs Redis 7.
+    /// Declares a script that frees or extends (a release, a renewal, leaving a queue), and at
+    /// most hands what it frees to the next in line (the fair lock's grant): it declares
+    /// `allow-oom`, so it runs even when Redis is out of memory, which it helps relieve. Needs
+    /// Redis 7.
     pub const fn freeing(name: &'static str, source: &'static str) -> LuaScript {
         LuaScript::with_header(name, "#!lua flags=allow-oom\n", "", source)
     }

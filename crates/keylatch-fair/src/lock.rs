@@ -61,7 +61,8 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 /// `{name}:keylatch_waiters` (keylatch waiter id → liveness deadline, ms since the epoch on
 /// the server's clock), which expires once every keylatch waiter in it would have, and hash
 /// `{name}:keylatch_grants` (the grant offers and marks of the
-/// [direct grant](FairLock::with_direct_grant), whose letter `=<token>` replaces the `0`). The
+/// [direct grant](FairLock::with_direct_grant), whose letter `=<token>:<attempt>` replaces the
+/// `0`). The
 /// list and Redisson's zset never get an expiry (a Redisson waiter's place would go with
 /// them).
 ///
@@ -145,10 +146,10 @@ impl FairLock {
     ///
     /// Only a wait with an owner of its own takes grants (not one of a handle made with
     /// [`with_owner`](FairLock::with_owner)), and only in watchdog mode or with a lease no
-    /// longer than the [waiter timeout](FairLock::with_waiter_timeout). The granted hold's
-    /// lease is at most the waiter timeout until the waiter renews it (at once, in watchdog
-    /// mode), so a grant to a waiter that died just now delays the queue no more than its
-    /// queue deadline would have. A wait that ends before it takes the grant (cancelled, timed
+    /// longer than the [waiter timeout](FairLock::with_waiter_timeout). The granted hold ends
+    /// no later than the waiter's queue deadline until the waiter renews it (early, in
+    /// watchdog mode), so a grant to a waiter that died just now delays the queue no more than
+    /// its deadline would have. A wait that ends before it takes the grant (cancelled, timed
     /// out) releases it as it leaves the queue, and the lock goes to the next waiter.
     #[must_use]
     pub fn with_direct_grant(mut self, enabled: bool) -> Self {

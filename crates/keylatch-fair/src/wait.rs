@@ -12,13 +12,15 @@
 //! A waiter that accepts grants ([`FairLock::with_direct_grant`]) may also get the lock with
 //! no request at all: a release hands the free lock to the head of the queue, and the message
 //! that wakes it is a letter saying so (`hand_off` in `lua/prelude.lua`). The waiter takes the
-//! letter before its next attempt. A letter is always for a grant made after the waiter's last
-//! attempt ran (an attempt that runs after a grant takes the grant itself), so taking it is
-//! safe, with one exception: an attempt whose reply was lost may have taken the grant and been
-//! undone, handing the lock on. After such an attempt the wait ignores letters, and its
-//! attempts take any grant.
+//! letter before its next attempt, if it answers the offer of the wait's last attempt known to
+//! have left it queued: attempts are numbered, the offer carries the number, and the grant's
+//! letter repeats it. An attempt that runs after a grant takes the grant itself, so a letter
+//! answering an older offer is for a grant that is gone (it expired, or an attempt whose reply
+//! was lost took it and was undone, handing the lock on): ignored. After a lost reply no
+//! offer is known until the next attempt that leaves the wait queued. A grant whose letter is
+//! ignored is taken by the wait's next attempt (the letter woke it).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use keylatch_core::redis::Value;
@@ -44,8 +46,13 @@ struct Request {
     /// The lease of a hold handed to this waiter on release (never above the waiter timeout);
     /// `None`: the waiter does not accept grants.
     grant_lease: Option<Duration>,
-    /// An attempt's reply was lost: letters are no longer trusted (see the module docs).
+    /// An attempt's reply was lost: the wait may be queued whatever its last reply said.
     lost_reply: AtomicBool,
+    /// The number of the wait's last attempt (numbers start at 1).
+    attempts: AtomicU64,
+    /// The number of the last attempt known to have left the wait queued, with its offer (0:
+    /// none); a letter is taken only if it answers this one.
+    queued_attempt: AtomicU64,
 }
 
 /// Whether a refused attempt joins the queue.
@@ -88,6 +95,8 @@ impl FairLock {
             renewal,
             grant_lease,
             lost_reply: AtomicBool::new(false),
+            attempts: AtomicU64::new(0),
+            queued_attempt: AtomicU64::new(0),
         };
         let mut acquisition = self.client.begin_acquisition("fair")?;
         acquisition.naming(self.name());
@@ -122,7 +131,8 @@ impl FairLock {
         let leave = LeaveGuard::arm(&self.client, &self.keys, &request.field);
         let mut refresh = None;
         let result = self.queued(request, deadline, &mut refresh).await;
-        let joined = refresh.is_some();
+        // A request whose reply was lost may have queued the waiter.
+        let joined = refresh.is_some() || request.lost_reply.load(Ordering::Relaxed);
         drop(refresh);
         match result {
             // The acquire took the waiter out of the queue.
@@ -230,12 +240,13 @@ impl FairLock {
     }
 
     /// Takes the lock if a release handed it to this waiter: the letter on its channel says so
-    /// (see the module docs), and carries the fencing token. The hold's lease was the grant's
-    /// from some moment after the waiter was last seen queued: after `queued_at`, and after
-    /// the start of the last refresh that found it queued. Its validity counts from there, so
-    /// it never ends later than the server's; a watchdog-mode hold is renewed at once. `None`
-    /// (try the usual way) without a letter, when letters are not trusted, or when that
-    /// validity would already be over.
+    /// (see the module docs), carries the fencing token and names the attempt whose offer it
+    /// answers. The hold's lease was the grant's (at most what was left of the waiter's
+    /// deadline) from some moment after the waiter was last seen queued: after `queued_at`, and
+    /// after the start of the last refresh that found it queued. Its validity counts from
+    /// there, so it never ends later than the server's; a watchdog-mode hold is renewed early.
+    /// `None` (try the usual way) without a letter, for a letter that answers another offer,
+    /// or when that validity would already be over.
     fn take_grant(
         &self,
         request: &Request,
@@ -245,17 +256,16 @@ impl FairLock {
     ) -> Option<LockGuard> {
         let grant_lease = request.grant_lease?;
         let letter = subscription.take_letter()?;
-        if request.lost_reply.load(Ordering::Relaxed) {
+        // '=<token>:<attempt>', no token without fencing.
+        let text = std::str::from_utf8(letter.strip_prefix(&[LETTER_MARK])?).ok()?;
+        let (token, attempt) = text.split_once(':')?;
+        let attempt: u64 = attempt.parse().ok()?;
+        if attempt == 0 || attempt != request.queued_attempt.load(Ordering::Relaxed) {
             return None;
         }
-        let token = match letter.split_first() {
-            Some((&LETTER_MARK, [])) => None,
-            Some((&LETTER_MARK, digits)) => Some(
-                std::str::from_utf8(digits)
-                    .ok()
-                    .and_then(|t| t.parse::<u64>().ok())?,
-            ),
-            _ => return None,
+        let token = match token {
+            "" => None,
+            digits => Some(digits.parse::<u64>().ok()?),
         };
         let refreshed = refresh
             .as_ref()
@@ -277,6 +287,7 @@ impl FairLock {
             until,
         );
         tracing::debug!(lock = %name, waiter = request.field, "the lock was handed to this waiter");
+        subscription.letter_used();
         Some(LockGuard::new(
             self.client.clone(),
             name.clone(),
@@ -319,6 +330,7 @@ impl FairLock {
         let watchdog = self.client.watchdog();
         watchdog.settled(name, field).await;
         let local = watchdog.local_count(name, field) as u64;
+        let number = request.attempts.fetch_add(1, Ordering::Relaxed) + 1;
         let grant_lease = request
             .grant_lease
             .filter(|_| queue == Queue::Join)
@@ -332,7 +344,8 @@ impl FairLock {
             .arg(if self.fencing { "1" } else { "0" })
             .arg(if queue == Queue::Join { "1" } else { "0" })
             .arg(local)
-            .arg(grant_lease);
+            .arg(grant_lease)
+            .arg(number);
         let undo = Undo {
             client: self.client.clone(),
             release: self.release.clone(),
@@ -346,6 +359,7 @@ impl FairLock {
         let reply = Flight::new(call, undo).reply().await.inspect_err(|err| {
             if err.is_ambiguous() {
                 request.lost_reply.store(true, Ordering::Relaxed);
+                request.queued_attempt.store(0, Ordering::Relaxed);
             }
         })?;
         let token = match reply {
@@ -361,6 +375,9 @@ impl FairLock {
             }
             Value::Int(ms) if ms > 0 => {
                 let ms = u64::try_from(ms).unwrap_or(0);
+                if queue == Queue::Join {
+                    request.queued_attempt.store(number, Ordering::Relaxed);
+                }
                 return Ok(Attempt::Retry(Some(Duration::from_millis(ms))));
             }
             _ => return Err(unexpected()),

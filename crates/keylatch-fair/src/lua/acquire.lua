@@ -3,7 +3,8 @@
 -- ARGV[4] '1' to issue a fencing token, ARGV[5] '1' to join the queue when refused
 -- ('0': try once, never queue), ARGV[6] how many guards the caller's client has on the owner's
 -- hold, ARGV[7] the lease in ms of a hold handed to the waiter on release ('0': the waiter
--- does not accept grants; see hand_off)
+-- does not accept grants; see hand_off), ARGV[8] this attempt's number within its wait (the
+-- grant's letter names the attempt whose offer it answers)
 -- Returns nil when acquired, {token} when acquired with fencing, -1 when the lock is held
 -- without an expiry, otherwise how long (ms, > 0) the caller may sleep before trying again:
 -- the holder's PTTL for the head of the queue, the head's deadline for everyone behind it.
@@ -18,6 +19,8 @@ local function grant()
   if ARGV[4] == '1' then
     token = next_token(KEYS[7])
   end
+  -- A mark left by a grant that is gone (expired, force-unlocked) is no longer true.
+  redis.call('hdel', KEYS[6], id)
   redis.call('hincrby', KEYS[1], id, 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   if token then
@@ -28,17 +31,17 @@ end
 
 if redis.call('hexists', KEYS[1], id) == 1 then
   local mark = granted(id)
-  if mark then
+  if mark and ARGV[6] == '0' and ARGV[7] ~= '0' then
+    -- The lock was handed to this wait (only a wait that made an offer takes a grant) on
+    -- release, and it has not taken the letter: this reply gives it the hold, with the lease it
+    -- asks for now.
     redis.call('hdel', KEYS[6], id)
-    if ARGV[6] == '0' then
-      -- The lock was handed to this waiter on release, and the waiter has not taken the
-      -- letter: this reply gives it the hold, with the lease it asks for now.
-      redis.call('pexpire', KEYS[1], ARGV[1])
-      if #mark > 1 then
-        return {tonumber(string.sub(mark, 2))}
-      end
-      return nil
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    local token = string.match(mark, '^=(%d+):')
+    if token then
+      return {tonumber(token)}
     end
+    return nil
   end
   -- Re-entry. (A queue entry of the same owner, from a concurrent wait, goes.)
   local reply = grant()
@@ -66,7 +69,7 @@ if head and head ~= before and head ~= id then
   -- Evictions made someone else head: it need not wait for its own timer (and gets a free
   -- lock handed to it, if it accepts that).
   if free then
-    hand_off(head)
+    hand_off(head, head_deadline)
   else
     wake(head)
   end
@@ -76,7 +79,7 @@ if ARGV[5] == '1' then
   local ttl = tonumber(ARGV[3])
   local deadline = now + ttl
   if ARGV[7] ~= '0' then
-    redis.call('hset', KEYS[6], id, ARGV[7] .. ',' .. ARGV[4])
+    redis.call('hset', KEYS[6], id, ARGV[7] .. ',' .. ARGV[4] .. ',' .. ARGV[8])
   else
     redis.call('hdel', KEYS[6], id)
   end

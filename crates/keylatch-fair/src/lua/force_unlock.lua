@@ -6,9 +6,15 @@ local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE the lock key holds a ' .. kind)
 end
+-- The holders' grant marks, if any, go with their holds.
+if kind == 'hash' then
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    redis.call('hdel', KEYS[6], field)
+  end
+end
 local released = redis.call('del', KEYS[1])
-local head = evict(false)
+local head, deadline = evict(false)
 if head then
-  hand_off(head)
+  hand_off(head, deadline)
 end
 return released

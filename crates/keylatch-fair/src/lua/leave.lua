@@ -14,9 +14,9 @@ if granted(id) and redis.call('hget', KEYS[1], id) == '1' then
   released = true
 end
 leave_queue(id)
-local head = evict(true)
+local head, deadline = evict(true)
 if head and released then
-  hand_off(head)
+  hand_off(head, deadline)
 elseif head and head ~= before then
   wake(head)
 end

@@ -74,8 +74,9 @@ local function counter_ok()
   return #counter <= 18 and string.match(counter, '^%d+$') ~= nil
 end
 
--- A grant mark: the value KEYS[6] holds for a waiter the lock was handed to ('=' and its
--- fencing token, if any), until the waiter's hold is released.
+-- A grant mark: the value KEYS[6] holds for a waiter the lock was handed to,
+-- '=<token>:<attempt>' (no token without fencing; <attempt>: the waiter's attempt that made
+-- the offer), until the waiter's hold is released or an attempt of the waiter takes it.
 local function granted(id)
   local mark = redis.call('hget', KEYS[6], id)
   if mark and string.sub(mark, 1, 1) == '=' then
@@ -84,30 +85,41 @@ local function granted(id)
   return false
 end
 
--- The lock is free and `head` is the live head of the queue: hand the lock to it when it is a
--- keylatch waiter that accepts grants (its offer in KEYS[6] is '<lease ms>,<fencing 0|1>'). Its
--- hold is written with that lease (never above its waiter timeout, so a grant to a waiter
--- that died just now delays the queue no more than its deadline would have), it leaves the
+-- The lock is free and `head` is the live head of the queue, alive until `deadline` (server
+-- ms): hand the lock to it when it is a keylatch waiter that accepts grants (its offer in
+-- KEYS[6] is '<lease ms>,<fencing 0|1>,<attempt>'). Its hold is written with that lease, cut
+-- to what is left of its deadline (so a grant to a waiter that died just now holds the queue
+-- no longer than its deadline would have; the waiter counts the lease from before its last
+-- refresh or attempt, which set that deadline, so it never counts past it), it leaves the
 -- queue, its offer becomes the grant mark, and the mark is published on its channel: the
 -- waiter has the lock when the message arrives, with no request of its own. Any other head
 -- (a Redisson waiter, a keylatch waiter without an offer) is woken to try for itself.
-local function hand_off(head)
+local function hand_off(head, deadline)
   local offer = redis.call('hget', KEYS[6], head)
-  local lease, fencing
+  local lease, fencing, attempt
   if offer then
-    lease, fencing = string.match(offer, '^(%d+),([01])$')
+    lease, fencing, attempt = string.match(offer, '^(%d+),([01]),(%d+)$')
   end
-  if not lease or tonumber(lease) < 1 or (fencing == '1' and not counter_ok()) then
+  if lease then
+    lease = math.min(tonumber(lease), deadline - now)
+  end
+  if not lease or lease < 1 or (fencing == '1' and not counter_ok()) then
     wake(head)
     return
   end
-  local mark = '='
+  local token = ''
   if fencing == '1' then
-    mark = '=' .. string.format('%d', next_token(KEYS[7]))
+    token = string.format('%d', next_token(KEYS[7]))
   end
+  local mark = '=' .. token .. ':' .. attempt
   redis.call('hset', KEYS[1], head, 1)
   redis.call('pexpire', KEYS[1], lease)
   leave_queue(head)
   redis.call('hset', KEYS[6], head, mark)
+  -- The mark outlives the grant it marks (leave_queue may have emptied, so deleted, the hash).
+  local keep = lease + REDISSON_SLACK
+  if redis.call('pttl', KEYS[6]) < keep then
+    redis.call('pexpire', KEYS[6], keep)
+  end
   redis.call('publish', KEYS[4] .. ':' .. head, mark)
 end

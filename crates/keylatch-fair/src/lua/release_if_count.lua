@@ -17,8 +17,8 @@ if tonumber(count) > 1 then
 end
 redis.call('del', KEYS[1])
 redis.call('hdel', KEYS[6], ARGV[1])
-local head = evict(false)
+local head, deadline = evict(false)
 if head then
-  hand_off(head)
+  hand_off(head, deadline)
 end
 return 1
