@@ -59,6 +59,21 @@ impl Driven {
         }
     }
 
+    /// A wait of `client` on `probe`'s lock, driven until it is the only waiter queued,
+    /// subscribed, and its second attempt (after subscribing) has finished; then left
+    /// unpolled. Returns it with its waiter id.
+    async fn parked(client: &keylatch::Client, probe: &FairLock) -> (Driven, String) {
+        let mut wait = Driven::new(client.fair_lock(probe.name()));
+        wait.poll_until(|| async {
+            probe.queue().await.unwrap().len() == 1 && client.stats().subscribers >= 1
+        })
+        .await;
+        wait.poll_until(|| async { client.stats().background_pending == 0 })
+            .await;
+        let id = probe.queue().await.unwrap()[0].id.clone();
+        (wait, id)
+    }
+
     async fn poll_until<F, Fut>(&mut self, mut done: F)
     where
         F: FnMut() -> Fut,
@@ -226,17 +241,7 @@ async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
     let probe = holder_client.fair_lock(&name);
 
     // The first waiter queues and subscribes, then is no longer polled.
-    let mut first = Driven::new(dropped_client.fair_lock(&name));
-    first
-        .poll_until(|| async {
-            probe.queue().await.unwrap().len() == 1 && dropped_client.stats().subscribers >= 1
-        })
-        .await;
-    // Its second attempt (after subscribing) may still be on its way: let it finish.
-    first
-        .poll_until(|| async { dropped_client.stats().background_pending == 0 })
-        .await;
-    let first_id = probe.queue().await.unwrap()[0].id.clone();
+    let (first, first_id) = Driven::parked(&dropped_client, &probe).await;
     let next_lock = next_client.fair_lock(&name);
     let next = tokio::spawn(async move { next_lock.lock().await });
     queued(&probe, 2).await;
@@ -431,16 +436,7 @@ async fn force_unlock_takes_an_untaken_grant_with_it() {
     let grants = format!("{{{name}}}:keylatch_grants");
     let held = holder_client.fair_lock(&name).lock().await.unwrap();
     let probe = holder_client.fair_lock(&name);
-    let mut waiting = Driven::new(waiter_client.fair_lock(&name));
-    waiting
-        .poll_until(|| async {
-            probe.queue().await.unwrap().len() == 1 && waiter_client.stats().subscribers >= 1
-        })
-        .await;
-    waiting
-        .poll_until(|| async { waiter_client.stats().background_pending == 0 })
-        .await;
-    let waiter_id = probe.queue().await.unwrap()[0].id.clone();
+    let (mut waiting, waiter_id) = Driven::parked(&waiter_client, &probe).await;
     held.unlock().await.unwrap();
     let mark: Option<String> = conn.hget(&grants, &waiter_id).await.unwrap();
     assert!(

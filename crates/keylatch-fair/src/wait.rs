@@ -288,14 +288,19 @@ impl FairLock {
         );
         tracing::debug!(lock = %name, waiter = request.field, "the lock was handed to this waiter");
         subscription.letter_used();
-        Some(LockGuard::new(
+        Some(self.guard(request, hold, token))
+    }
+
+    /// The guard of a hold of `request`'s owner.
+    fn guard(&self, request: &Request, hold: HoldHandle, token: Option<u64>) -> LockGuard {
+        LockGuard::new(
             self.client.clone(),
-            name.clone(),
+            self.keys.name.clone(),
             request.owner,
             self.release.clone(),
             hold,
             token,
-        ))
+        )
     }
 
     /// Makes sure the watchdog refreshes this waiter's deadline: registers it after the first
@@ -383,14 +388,7 @@ impl FairLock {
             _ => return Err(unexpected()),
         };
         let hold = watchdog.register(name, field, request.lease, request.renewal, sent_at);
-        Ok(Attempt::Done(LockGuard::new(
-            self.client.clone(),
-            name.clone(),
-            request.owner,
-            self.release.clone(),
-            hold,
-            token,
-        )))
+        Ok(Attempt::Done(self.guard(request, hold, token)))
     }
 }
 

@@ -114,12 +114,10 @@ local function hand_off(head, deadline)
   local mark = '=' .. token .. ':' .. attempt
   redis.call('hset', KEYS[1], head, 1)
   redis.call('pexpire', KEYS[1], lease)
-  leave_queue(head)
+  -- Out of the queue; the Redisson waiters chained on it are chained on the new hold's expiry
+  -- (`lease` from now). Its offer becomes the mark, so KEYS[6] keeps the expiry the head's
+  -- last place() gave it: 60 s past the head's deadline, beyond the grant's end.
+  unqueue(KEYS[2], KEYS[3], KEYS[5], head, now, lease)
   redis.call('hset', KEYS[6], head, mark)
-  -- The mark outlives the grant it marks (leave_queue may have emptied, so deleted, the hash).
-  local keep = lease + REDISSON_SLACK
-  if redis.call('pttl', KEYS[6]) < keep then
-    redis.call('pexpire', KEYS[6], keep)
-  end
   redis.call('publish', KEYS[4] .. ':' .. head, mark)
 end
