@@ -361,8 +361,8 @@ async fn kill_pubsub_settle(a: &keylatch::Client, b: &keylatch::Client) {
 /// and the grant mark left behind expires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() {
-    const WAITER_TIMEOUT: Duration = Duration::from_millis(1500);
-    const AFTER_KILL: Duration = Duration::from_millis(700);
+    const WAITER_TIMEOUT: Duration = Duration::from_millis(3000);
+    const AFTER_KILL: Duration = Duration::from_millis(1000);
     let server = server();
     let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
     let next_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
@@ -388,7 +388,8 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
         .to_owned();
     child.kill().await.unwrap();
     // Its last refresh was at most a third of its waiter timeout before the kill: at the
-    // release, at most 1 500 - 700 ms of its deadline are left.
+    // release, between about 1 000 ms (less any stall of this test) and 2 000 ms of its
+    // deadline are left.
     tokio::time::sleep(AFTER_KILL).await;
     held.unlock().await.unwrap();
     let count: Option<u64> = conn.hget(&name, &child_id).await.unwrap();
