@@ -65,6 +65,19 @@ pub async fn inspect(config: Config, args: InspectArgs) -> Result<(), Failure> {
     }
 }
 
+/// A field of the fair lock's grant hash: a waiter's offer, a grant mark (`=`...), or `""`.
+async fn grant_of<C: ConnectionLike + Send + Sync>(
+    conn: &mut C,
+    grants_key: &str,
+    field: &str,
+) -> Result<String, Failure> {
+    let value: Option<String> = conn
+        .hget(grants_key, field)
+        .await
+        .map_err(keylatch::Error::from)?;
+    Ok(value.unwrap_or_default())
+}
+
 async fn key_type<C: ConnectionLike + Send + Sync>(
     conn: &mut C,
     key: &str,
@@ -171,6 +184,10 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
     let queue_key = prefixed("redisson_lock_queue", name);
     let timeout_key = prefixed("redisson_lock_timeout", name);
     let waiters_key = suffixed(name, "keylatch_waiters");
+    // The fair lock's direct grant: a queued keylatch waiter's offer, or the mark of a hold
+    // handed to a waiter on release.
+    let grants_key = suffixed(name, "keylatch_grants");
+    let grants = key_type(conn, &grants_key).await? == "hash";
     let bound = isize::try_from(limit)
         .unwrap_or(isize::MAX)
         .saturating_sub(1);
@@ -216,18 +233,20 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
                 report["writers"] = json!(writers);
                 report["owners_total"] = json!(total_fields.saturating_sub(1));
             } else {
-                report["primitive"] = json!(if queue.is_empty() {
+                report["primitive"] = json!(if queue.is_empty() && !grants {
                     "reentrant"
                 } else {
                     "fair"
                 });
-                let holders: Vec<Value> = fields
-                    .iter()
-                    .map(|(owner, count)| {
-                        let count = count_of(count, &mut malformed, owner);
-                        json!({ "owner": owner, "count": count })
-                    })
-                    .collect();
+                let mut holders = Vec::new();
+                for (owner, count) in &fields {
+                    let count = count_of(count, &mut malformed, owner);
+                    let mut holder = json!({ "owner": owner, "count": count });
+                    if grants && grant_of(conn, &grants_key, owner).await?.starts_with('=') {
+                        holder["granted"] = json!(true);
+                    }
+                    holders.push(holder);
+                }
                 report["holders"] = json!(holders);
                 report["owners_total"] = json!(total_fields);
             }
@@ -279,7 +298,11 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
         }
         "none" => {
             report["locked"] = json!(false);
-            report["primitive"] = json!(if queue.is_empty() { "none" } else { "fair" });
+            report["primitive"] = json!(if queue.is_empty() && !grants {
+                "none"
+            } else {
+                "fair"
+            });
         }
         other => {
             report["primitive"] = json!("unknown");
@@ -300,11 +323,16 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
                     conn.zscore(&timeout_key, id).await.map_err(redis_err)?,
                 ),
             };
-            waiters.push(json!({
+            let mut waiter = json!({
                 "waiter": id,
                 "client": client,
                 "deadline_in_ms": deadline.map(|d: f64| d as i64 - now),
-            }));
+            });
+            if grants && client == "keylatch" {
+                let offer = grant_of(conn, &grants_key, id).await?;
+                waiter["accepts_grant"] = json!(!offer.is_empty() && !offer.starts_with('='));
+            }
+            waiters.push(waiter);
         }
         report["queue"] = json!(waiters);
     }
@@ -334,9 +362,14 @@ fn print_text(report: &Value) {
             shown_of(report, "holders", "owners_total");
             for holder in report["holders"].as_array().into_iter().flatten() {
                 println!(
-                    "  holder {} (hold count {})",
+                    "  holder {} (hold count {}){}",
                     holder["owner"].as_str().unwrap_or(""),
-                    holder["count"]
+                    holder["count"],
+                    if holder["granted"] == json!(true) {
+                        ", handed the lock on release"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -402,11 +435,16 @@ fn print_text(report: &Value) {
         shown_of(report, "queue", "queue_total");
         for (i, waiter) in queue.iter().enumerate() {
             println!(
-                "    {}. {} ({}, deadline in {} ms)",
+                "    {}. {} ({}, deadline in {} ms{})",
                 i + 1,
                 waiter["waiter"].as_str().unwrap_or(""),
                 waiter["client"].as_str().unwrap_or(""),
-                waiter["deadline_in_ms"]
+                waiter["deadline_in_ms"],
+                if waiter["accepts_grant"] == json!(true) {
+                    ", accepts the lock handed over"
+                } else {
+                    ""
+                }
             );
         }
     }

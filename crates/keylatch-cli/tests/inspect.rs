@@ -84,6 +84,53 @@ fn inspect_shows_redisson_permit_ids_in_hex_with_their_leases() {
     assert!(permits[1]["expires_in_ms"].is_null(), "{report}");
 }
 
+/// The fair lock's direct grant in the report: a holder the lock was handed to on release,
+/// and which queued keylatch waiters accept that (a Redisson waiter never does). A fair lock
+/// whose only trace of fairness is a grant is still reported as one.
+#[test]
+fn inspect_shows_fair_grants_and_offers() {
+    let server = server();
+    let far = "9999999999999";
+    for args in [
+        &["HSET", "cli-granted", "c:7", "1"][..],
+        &["PEXPIRE", "cli-granted", "60000"],
+        &[
+            "HSET",
+            "{cli-granted}:keylatch_grants",
+            "c:7",
+            "=123:2",
+            "c:8",
+            "5000,0,3",
+        ],
+        &["RPUSH", "redisson_lock_queue:{cli-granted}", "c:8", "r:9"],
+        &["ZADD", "{cli-granted}:keylatch_waiters", far, "c:8"],
+        &[
+            "ZADD",
+            "redisson_lock_timeout:{cli-granted}",
+            far,
+            "c:8",
+            far,
+            "r:9",
+        ],
+        &["HSET", "cli-granted-alone", "c:1", "1"],
+        &["HSET", "{cli-granted-alone}:keylatch_grants", "c:1", "=:4"],
+    ] {
+        server.cli(args).unwrap();
+    }
+    let report = inspect(&server, "cli-granted");
+    println!("{report}");
+    assert_eq!(report["primitive"], "fair");
+    assert_eq!(report["holders"][0]["owner"], "c:7");
+    assert_eq!(report["holders"][0]["granted"], true);
+    assert_eq!(report["queue"][0]["waiter"], "c:8");
+    assert_eq!(report["queue"][0]["accepts_grant"], true);
+    assert_eq!(report["queue"][1]["client"], "redisson");
+    assert!(report["queue"][1].get("accepts_grant").is_none());
+    let alone = inspect(&server, "cli-granted-alone");
+    assert_eq!(alone["primitive"], "fair", "{alone}");
+    assert_eq!(alone["holders"][0]["granted"], true);
+}
+
 #[test]
 fn inspect_of_hostile_data_is_bounded_and_says_what_is_malformed() {
     let server = server();
