@@ -163,25 +163,12 @@ run_redlock() {
     stop_redlock_servers
     trap - EXIT
     log "RedLock step took $((SECONDS - started)) s"
-    python3 - "$out/meta.json" "$INVOCATION" "$SCALE" "$load_start" "$load_end" \
-        "$BENCH/rust/Cargo.lock" <<'PY'
-import json, os, subprocess, sys, time, tomllib
+    PYTHONPATH="$BENCH" python3 - "$out/meta.json" "$INVOCATION" "$SCALE" "$load_start" \
+        "$load_end" "$BENCH/rust/Cargo.lock" <<'PY'
+import sys, meta
 path, invocation, scale, start, end, lock = sys.argv[1:]
-def out(*cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-    except Exception:
-        return "?"
-with open(lock, "rb") as f:
-    versions = {p["name"]: p["version"] for p in tomllib.load(f)["package"]
-                if p["name"] in ("rslock", "keylatch")}
-with open(path, "w") as f:
-    json.dump({
-        "date": time.strftime("%Y-%m-%d"), "invocation": invocation, "scale": float(scale),
-        "cpus": os.cpu_count(), "load": {"start": start, "end": end},
-        "redis": "Redis " + out("redis-server", "--version").split("v=")[-1].split()[0],
-        "rustc": out("rustc", "--version").rsplit(" (", 1)[0], "versions": versions,
-    }, f)
+meta.write(path, meta.common(start, end, invocation=invocation, scale=float(scale),
+                             versions=meta.cargo_versions(lock, ("rslock", "keylatch"))))
 PY
 }
 
@@ -224,25 +211,14 @@ for line in sys.stdin:
     done
     load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
     log "scaling step took $((SECONDS - started)) s"
-    python3 - "$out/meta.json" "$INVOCATION" "$load_start" "$load_end" "$SCALING_TASKS" \
-        "$commit" "$dirty" <<'PY'
-import json, os, subprocess, sys, time
+    PYTHONPATH="$BENCH" python3 - "$out/meta.json" "$INVOCATION" "$load_start" "$load_end" \
+        "$SCALING_TASKS" "$commit" "$dirty" <<'PY'
+import sys, meta
 path, invocation, start, end, tasks, commit, dirty = sys.argv[1:]
-def out(*cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-    except Exception:
-        return "?"
-with open(path, "w") as f:
-    json.dump({
-        "date": time.strftime("%Y-%m-%d"), "invocation": invocation,
-        "tasks": [int(t) for t in tasks.split(",")],
-        "cpus": os.cpu_count(), "load": {"start": start, "end": end},
-        "redis": "Redis " + out("redis-server", "--version").split("v=")[-1].split()[0],
-        "rustc": out("rustc", "--version").rsplit(" (", 1)[0],
-        # The library as built: its commit, and uncommitted changes to it then.
-        "commit": commit, "dirty": [d[3:] for d in dirty.splitlines()],
-    }, f)
+# The library as built: its commit, and uncommitted changes to it then.
+meta.write(path, meta.common(start, end, invocation=invocation,
+                             tasks=[int(t) for t in tasks.split(",")],
+                             commit=commit, dirty=[d[3:] for d in dirty.splitlines()]))
 PY
 }
 
@@ -311,29 +287,18 @@ json.dump(out, open(sys.argv[1], "w"))' "$RESULTS/redis_benchmark.json"
         run_scaling
     fi
     # What the doc needs to say about this run.
-    "$PY" - "$RESULTS/meta.json" <<EOF
-import json, os, subprocess, sys, time
-def out(*cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-    except Exception:
-        return "?"
+    PYTHONPATH="$BENCH" "$PY" - "$RESULTS/meta.json" <<EOF
+import json, os, sys
+from meta import cargo_versions, common, out
 start, end = "$load_start", "$load_end"
-meta = {
-    "date": time.strftime("%Y-%m-%d"), "scale": float("$SCALE"), "quick": $QUICK == 1,
-    "cpus": os.cpu_count(), "load": {"start": start, "end": end},
-    "loaded": max(float(start.split()[0]), float(end.split()[0])) > 0.5 * (os.cpu_count() or 1),
-    "redis": "Redis " + out("redis-server", "--version").split("v=")[-1].split()[0],
-    "rustc": out("rustc", "--version").rsplit(" (", 1)[0],
-    "python": out("$PY", "--version"), "node": out("node", "--version"),
-}
+meta = common(start, end, scale=float("$SCALE"), quick=$QUICK == 1,
+    loaded=max(float(start.split()[0]), float(end.split()[0])) > 0.5 * (os.cpu_count() or 1),
+    python=out("$PY", "--version"), node=out("node", "--version"))
 # The versions each library resolved to.
-import tomllib
 versions = {}
-with open("$BENCH/rust/Cargo.lock", "rb") as f:
-    for p in tomllib.load(f)["package"]:
-        if p["name"] in ("rslock", "distkit", "redisson", "distributed-lock-redis", "redis", "keylatch"):
-            versions[p["name"] + ("-rs" if p["name"] == "redis" else "")] = p["version"]
+for name, version in cargo_versions("$BENCH/rust/Cargo.lock", ("rslock", "distkit", "redisson",
+                                    "distributed-lock-redis", "redis", "keylatch")).items():
+    versions[name + ("-rs" if name == "redis" else "")] = version
 for line in out("$PY", "-m", "pip", "freeze").splitlines():
     name, _, version = line.partition("==")
     if name.lower() in ("redis", "python-redis-lock"):

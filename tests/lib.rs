@@ -137,6 +137,16 @@ pub async fn server_channels(conn: &mut redis::aio::MultiplexedConnection, needl
     channels.len()
 }
 
+/// Drops every script from the server's cache (`SCRIPT FLUSH`): the next call of each must
+/// load it again.
+pub async fn script_flush(conn: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(conn)
+        .await
+        .expect("script flush");
+}
+
 /// How many times the server has run `command` so far (`INFO commandstats`; scripts' inner
 /// calls are counted under their own names). 0 for a command it never ran.
 pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {

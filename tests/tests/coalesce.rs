@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use keylatch::redis::{self, AsyncCommands};
+use keylatch::redis::AsyncCommands;
 use keylatch::{COALESCE_AFTER, Client, Config, Error};
-use keylatch_tests::{eventually, raw, server, unique};
+use keylatch_tests::{eventually, raw, script_flush, server, unique};
 use tokio::sync::Barrier;
 
 async fn client_of(server: &keylatch_tests::RedisServer, coalesce: bool) -> Client {
@@ -22,21 +22,23 @@ async fn client_of(server: &keylatch_tests::RedisServer, coalesce: bool) -> Clie
     Client::connect_with(config).await.unwrap()
 }
 
-/// `tasks` tasks released together, each running `op(i)`; their results in task order.
-async fn together<T, F, Fut>(tasks: usize, op: F) -> Vec<T>
+/// `tasks` tasks released together, each running `op(shared, i)` with its own clone of
+/// `shared`; their results in task order.
+async fn together<S, T, F, Fut>(tasks: usize, shared: S, op: F) -> Vec<T>
 where
+    S: Clone + Send + 'static,
     T: Send + 'static,
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    F: Fn(S, usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = T> + Send,
 {
     let barrier = Arc::new(Barrier::new(tasks));
     let op = Arc::new(op);
     let handles: Vec<_> = (0..tasks)
         .map(|i| {
-            let (barrier, op) = (barrier.clone(), op.clone());
+            let (barrier, op, shared) = (barrier.clone(), op.clone(), shared.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                op(i).await
+                op(shared, i).await
             })
         })
         .collect();
@@ -73,13 +75,11 @@ async fn a_contested_lock_goes_to_exactly_one_caller_of_a_batch() {
     let client = client_of(&server, true).await;
     let name = unique("coalesce-contested");
     for round in 0..30 {
-        let results = together(3 * COALESCE_AFTER, {
-            let (client, name) = (client.clone(), name.clone());
-            move |_| {
-                let (client, name) = (client.clone(), name.clone());
-                async move { client.lock(&name).try_lock().await }
-            }
-        })
+        let results = together(
+            3 * COALESCE_AFTER,
+            (client.clone(), name.clone()),
+            |(client, name), _| async move { client.lock(&name).try_lock().await },
+        )
         .await;
         let mut guards = Vec::new();
         for result in results {
@@ -113,37 +113,30 @@ async fn tasks_in_batches_never_overlap() {
     let overlaps = Arc::new(AtomicUsize::new(0));
     let acquisitions = Arc::new(AtomicUsize::new(0));
     let tasks = 3 * COALESCE_AFTER;
-    together(tasks, {
-        let (client, names, held, overlaps, acquisitions) = (
-            client.clone(),
-            names.clone(),
-            held.clone(),
-            overlaps.clone(),
-            acquisitions.clone(),
-        );
-        move |task| {
-            let (client, names, held, overlaps, acquisitions) = (
-                client.clone(),
-                names.clone(),
-                held.clone(),
-                overlaps.clone(),
-                acquisitions.clone(),
-            );
-            async move {
-                for round in 0..60 {
-                    let which = (task + round) % names.len();
-                    let guard = client.lock(&names[which]).lock().await.expect("lock");
-                    if held[which].swap(true, Ordering::SeqCst) {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
-                    acquisitions.fetch_add(1, Ordering::SeqCst);
-                    tokio::task::yield_now().await;
-                    held[which].store(false, Ordering::SeqCst);
-                    guard.unlock().await.expect("unlock");
+    let shared = (
+        client.clone(),
+        names.clone(),
+        held.clone(),
+        overlaps.clone(),
+        acquisitions.clone(),
+    );
+    together(
+        tasks,
+        shared,
+        |(client, names, held, overlaps, acquisitions), task| async move {
+            for round in 0..60 {
+                let which = (task + round) % names.len();
+                let guard = client.lock(&names[which]).lock().await.expect("lock");
+                if held[which].swap(true, Ordering::SeqCst) {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
                 }
+                acquisitions.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                held[which].store(false, Ordering::SeqCst);
+                guard.unlock().await.expect("unlock");
             }
-        }
-    })
+        },
+    )
     .await;
     let stats = client.stats();
     println!(
@@ -183,13 +176,13 @@ async fn one_callers_error_is_its_own() {
                 }
             })
             .collect();
-        let results = together(3 * COALESCE_AFTER, {
-            let (client, names) = (client.clone(), names.clone());
-            move |i| {
-                let (client, name) = (client.clone(), names[i].clone());
-                async move { client.lock(&name).with_fencing(true).try_lock().await }
-            }
-        })
+        let results = together(
+            3 * COALESCE_AFTER,
+            (client.clone(), names.clone()),
+            |(client, names), i| async move {
+                client.lock(&names[i]).with_fencing(true).try_lock().await
+            },
+        )
         .await;
         let mut tokens = Vec::new();
         for (i, result) in results.into_iter().enumerate() {
@@ -225,38 +218,32 @@ async fn dropped_acquisitions_in_batches_leave_nothing() {
     let acquired = Arc::new(AtomicUsize::new(0));
     let dropped = Arc::new(AtomicUsize::new(0));
     for round in 0..20u64 {
-        together(4 * COALESCE_AFTER, {
-            let (client, names, acquired, dropped) = (
-                client.clone(),
-                names.clone(),
-                acquired.clone(),
-                dropped.clone(),
-            );
-            move |task| {
-                let (client, names, acquired, dropped) = (
-                    client.clone(),
-                    names.clone(),
-                    acquired.clone(),
-                    dropped.clone(),
-                );
-                async move {
-                    // Limits from 0 to 2.5 ms: some end while waiting to leave, some while
-                    // their batch is under way, some after it answered.
-                    let limit = Duration::from_micros((task as u64 * 397 + round * 131) % 2_500);
-                    let lock = client.lock(&names[task % names.len()]);
-                    match tokio::time::timeout(limit, lock.lock()).await {
-                        Ok(Ok(guard)) => {
-                            acquired.fetch_add(1, Ordering::SeqCst);
-                            drop(guard);
-                        }
-                        Ok(Err(e)) => panic!("lock: {e}"),
-                        Err(_) => {
-                            dropped.fetch_add(1, Ordering::SeqCst);
-                        }
+        let shared = (
+            client.clone(),
+            names.clone(),
+            acquired.clone(),
+            dropped.clone(),
+        );
+        together(
+            4 * COALESCE_AFTER,
+            shared,
+            move |(client, names, acquired, dropped), task| async move {
+                // Limits from 0 to 2.5 ms: some end while waiting to leave, some while their
+                // batch is under way, some after it answered.
+                let limit = Duration::from_micros((task as u64 * 397 + round * 131) % 2_500);
+                let lock = client.lock(&names[task % names.len()]);
+                match tokio::time::timeout(limit, lock.lock()).await {
+                    Ok(Ok(guard)) => {
+                        acquired.fetch_add(1, Ordering::SeqCst);
+                        drop(guard);
+                    }
+                    Ok(Err(e)) => panic!("lock: {e}"),
+                    Err(_) => {
+                        dropped.fetch_add(1, Ordering::SeqCst);
                     }
                 }
-            }
-        })
+            },
+        )
         .await;
     }
     let left = settled_and_left(&client, &server, &prefix).await;
@@ -295,12 +282,8 @@ async fn a_lone_caller_and_a_client_without_coalescing_never_batch() {
     assert_eq!(client.stats().coalesced_calls, 0, "a lone caller waited");
 
     let off = client_of(&server, false).await;
-    let results = together(48, {
-        let off = off.clone();
-        move |_| {
-            let off = off.clone();
-            async move { off.lock(&unique("coalesce-off")).try_lock().await }
-        }
+    let results = together(48, off.clone(), |off, _| async move {
+        off.lock(&unique("coalesce-off")).try_lock().await
     })
     .await;
     assert!(results.iter().all(|r| matches!(r, Ok(Some(_)))));
@@ -319,41 +302,35 @@ async fn a_batch_after_script_flush_is_reloaded_unseen_and_runs_once() {
         // then releases and acquisitions leave together, in batches of two scripts of which
         // only the releases' is missing. The acquisitions ran and must not run again when it
         // is reloaded (an acquisition run twice would count the hold twice and leak it).
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        script_flush(&mut conn).await;
         let start = client.stats().coalesced_calls;
-        let held = together(2 * COALESCE_AFTER, {
-            let (client, prefix) = (client.clone(), prefix.clone());
-            move |i| {
+        let held = together(
+            2 * COALESCE_AFTER,
+            (client.clone(), prefix.clone()),
+            move |(client, prefix), i| async move {
                 let name = format!("{prefix}-{round}-held-{i}");
-                let client = client.clone();
-                async move { Some(client.lock(&name).lock().await.unwrap()) }
-            }
-        })
+                Some(client.lock(&name).lock().await.unwrap())
+            },
+        )
         .await;
         let held = Arc::new(std::sync::Mutex::new(held));
-        let results = together(4 * COALESCE_AFTER, {
-            let (client, prefix) = (client.clone(), prefix.clone());
-            move |i| {
-                let (client, prefix, held) = (client.clone(), prefix.clone(), held.clone());
-                async move {
-                    if i % 2 == 0 {
-                        let guard = held.lock().unwrap()[i / 2].take().unwrap();
-                        guard.unlock().await
-                    } else {
-                        let name = format!("{prefix}-{round}-fresh-{i}");
-                        match client.lock(&name).try_lock().await {
-                            Ok(Some(guard)) => guard.unlock().await,
-                            Ok(None) => panic!("{name} is free"),
-                            Err(e) => Err(e),
-                        }
+        let results = together(
+            4 * COALESCE_AFTER,
+            (client.clone(), prefix.clone(), held.clone()),
+            move |(client, prefix, held), i| async move {
+                if i % 2 == 0 {
+                    let guard = held.lock().unwrap()[i / 2].take().unwrap();
+                    guard.unlock().await
+                } else {
+                    let name = format!("{prefix}-{round}-fresh-{i}");
+                    match client.lock(&name).try_lock().await {
+                        Ok(Some(guard)) => guard.unlock().await,
+                        Ok(None) => panic!("{name} is free"),
+                        Err(e) => Err(e),
                     }
                 }
-            }
-        })
+            },
+        )
         .await;
         for result in results {
             result.expect("no NOSCRIPT reaches the caller");
@@ -398,19 +375,15 @@ async fn releases_go_together_and_dropped_ones_still_release_once() {
             guards.push((first, second));
         }
         let start = client.stats().coalesced_calls;
-        let seconds = together(6 * COALESCE_AFTER, {
-            let guards = Arc::new(std::sync::Mutex::new(
-                guards.into_iter().map(Some).collect::<Vec<_>>(),
-            ));
-            move |i| {
-                let (first, second) = guards.lock().unwrap()[i].take().unwrap();
-                async move {
-                    // Some unlocks are dropped part-way: the guard's undo finishes them.
-                    let limit = Duration::from_micros((i as u64 * 211 + round * 97) % 1_500);
-                    let _ = tokio::time::timeout(limit, first.unlock()).await;
-                    second
-                }
-            }
+        let guards = Arc::new(std::sync::Mutex::new(
+            guards.into_iter().map(Some).collect::<Vec<_>>(),
+        ));
+        let seconds = together(6 * COALESCE_AFTER, guards, move |guards, i| async move {
+            let (first, second) = guards.lock().unwrap()[i].take().unwrap();
+            // Some unlocks are dropped part-way: the guard's undo finishes them.
+            let limit = Duration::from_micros((i as u64 * 211 + round * 97) % 1_500);
+            let _ = tokio::time::timeout(limit, first.unlock()).await;
+            second
         })
         .await;
         if client.stats().coalesced_calls > start {

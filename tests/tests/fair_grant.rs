@@ -12,6 +12,11 @@ use keylatch_tests::{
 
 const SLOW_POLL: Duration = Duration::from_secs(60);
 
+/// A client whose waits end only by their messages (the fallback poll is 60 s).
+async fn slow_client(server: &keylatch_tests::RedisServer) -> keylatch::Client {
+    client_with(server, Duration::from_secs(30), SLOW_POLL).await
+}
+
 /// Every key of the fair lock `name`.
 fn keys(name: &str) -> [String; 6] {
     [
@@ -103,8 +108,8 @@ impl Driven {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
     let server = server();
-    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
-    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let holder_client = slow_client(&server).await;
+    let waiter_client = slow_client(&server).await;
     let mut conn = raw(&server).await;
     let name = unique("fair-grant");
     // A fixed lease no longer than the waiter timeout (so nothing renews anything here), and
@@ -193,42 +198,6 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
     assert_eq!(waiter_client.stats().watchdog.holds, 0);
 }
 
-/// Tasks on two clients taking turns, most hand-overs by grant: never two holders at once
-/// (an overlap loses an increment), and nothing left at the end.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_handed_the_lock_never_overlap() {
-    const TASKS: usize = 6;
-    const ITERATIONS: u64 = 60;
-    let server = server();
-    let clients = [
-        client_with(&server, Duration::from_secs(30), SLOW_POLL).await,
-        client_with(&server, Duration::from_secs(30), SLOW_POLL).await,
-    ];
-    let name = unique("fair-grant-exclusion");
-    let counter = format!("{name}:counter");
-    let locks: Vec<_> = (0..TASKS)
-        .map(|i| clients[i % 2].fair_lock(&name))
-        .collect();
-    let total = keylatch_tests::increments_under(&server, locks, &counter, ITERATIONS).await;
-    let letters: u64 = clients.iter().map(|c| c.stats().letters).sum();
-    let acquisitions = TASKS as u64 * ITERATIONS;
-    println!("{acquisitions} acquisitions: counter {total}, {letters} taken from a letter");
-    assert_eq!(
-        total, acquisitions,
-        "an increment was lost: two holders overlapped"
-    );
-    assert!(
-        letters >= acquisitions / 4,
-        "only {letters} of {acquisitions} acquisitions were grants"
-    );
-    let mut conn = raw(&server).await;
-    for c in &clients {
-        c.wait_idle().await;
-        assert_eq!(c.stats().watchdog.holds, 0);
-    }
-    assert_clean(&mut conn, &name).await;
-}
-
 /// A wait that ends (here: dropped) after the lock was handed to it, before it took the
 /// letter: its leave releases the hold and hands the lock on to the next waiter, long before
 /// the dropped waiter's 30 s grant would have ended. The dropped waiter never appears as a
@@ -236,9 +205,9 @@ async fn tasks_handed_the_lock_never_overlap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
     let server = server();
-    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
-    let dropped_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
-    let next_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let holder_client = slow_client(&server).await;
+    let dropped_client = slow_client(&server).await;
+    let next_client = slow_client(&server).await;
     let mut conn = raw(&server).await;
     let name = unique("fair-grant-drop");
     let grants = format!("{{{name}}}:keylatch_grants");
@@ -296,8 +265,8 @@ async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_letter_is_taken_by_the_next_attempt() {
     let server = server();
-    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
-    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let holder_client = slow_client(&server).await;
+    let waiter_client = slow_client(&server).await;
     let mut conn = raw(&server).await;
     let mut taken_by_attempt = 0;
     for round in 0..10 {
@@ -374,8 +343,8 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
     const WAITER_TIMEOUT: Duration = Duration::from_millis(3000);
     const AFTER_KILL: Duration = Duration::from_millis(1000);
     let server = server();
-    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
-    let next_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let holder_client = slow_client(&server).await;
+    let next_client = slow_client(&server).await;
     let mut conn = raw(&server).await;
     let name = unique("fair-grant-dead");
     let grants = format!("{{{name}}}:keylatch_grants");
@@ -440,8 +409,8 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_takes_an_untaken_grant_with_it() {
     let server = server();
-    let holder_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
-    let waiter_client = client_with(&server, Duration::from_secs(30), SLOW_POLL).await;
+    let holder_client = slow_client(&server).await;
+    let waiter_client = slow_client(&server).await;
     let mut conn = raw(&server).await;
     let name = unique("fair-grant-force");
     let grants = format!("{{{name}}}:keylatch_grants");

@@ -1,8 +1,7 @@
 //! SCRIPT FLUSH between (and during) operations never reaches the caller.
 use std::time::Duration;
 
-use keylatch::redis;
-use keylatch_tests::{client, raw, server, unique};
+use keylatch_tests::{client, raw, script_flush, server, unique};
 
 #[tokio::test]
 async fn script_flush_between_operations_is_invisible() {
@@ -13,23 +12,11 @@ async fn script_flush_between_operations_is_invisible() {
         .lock(&unique("flush"))
         .with_owner(keylatch::Owner::unique());
     for _ in 0..20 {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        script_flush(&mut conn).await;
         let guard = lock.lock().await.expect("lock after SCRIPT FLUSH");
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        script_flush(&mut conn).await;
         let again = lock.lock().await.expect("re-entry after SCRIPT FLUSH");
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        script_flush(&mut conn).await;
         again.unlock().await.expect("unlock after SCRIPT FLUSH");
         guard.unlock().await.expect("unlock after SCRIPT FLUSH");
     }
@@ -51,11 +38,7 @@ async fn script_flush_while_the_watchdog_renews_is_invisible() {
     let mut conn = raw(&server).await;
     let guard = client.lock(&unique("flush-watchdog")).lock().await.unwrap();
     for _ in 0..10 {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        script_flush(&mut conn).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(!guard.is_lost(), "a flushed renewal script lost the hold");

@@ -65,17 +65,23 @@ pub async fn inspect(config: Config, args: InspectArgs) -> Result<(), Failure> {
     }
 }
 
-/// A field of the fair lock's grant hash: a waiter's offer, a grant mark (`=`...), or `""`.
-async fn grant_of<C: ConnectionLike + Send + Sync>(
+/// The entries of `fields` in the fair lock's grant hash, in one round trip: a waiter's offer,
+/// a grant mark (`=`...), or `""` (also for every field when there is no grant hash).
+async fn grant_entries<C: ConnectionLike + Send + Sync>(
     conn: &mut C,
-    grants_key: &str,
-    field: &str,
-) -> Result<String, Failure> {
-    let value: Option<String> = conn
-        .hget(grants_key, field)
+    grants_key: Option<&String>,
+    fields: &[&String],
+) -> Result<Vec<String>, Failure> {
+    let Some(key) = grants_key.filter(|_| !fields.is_empty()) else {
+        return Ok(vec![String::new(); fields.len()]);
+    };
+    let values: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(key)
+        .arg(fields)
+        .query_async(conn)
         .await
         .map_err(keylatch::Error::from)?;
-    Ok(value.unwrap_or_default())
+    Ok(values.into_iter().map(Option::unwrap_or_default).collect())
 }
 
 async fn key_type<C: ConnectionLike + Send + Sync>(
@@ -238,11 +244,13 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
                 } else {
                     "fair"
                 });
+                let owners: Vec<&String> = fields.iter().map(|(owner, _)| owner).collect();
+                let marks = grant_entries(conn, grants.then_some(&grants_key), &owners).await?;
                 let mut holders = Vec::new();
-                for (owner, count) in &fields {
+                for ((owner, count), mark) in fields.iter().zip(marks) {
                     let count = count_of(count, &mut malformed, owner);
                     let mut holder = json!({ "owner": owner, "count": count });
-                    if grants && grant_of(conn, &grants_key, owner).await?.starts_with('=') {
+                    if mark.starts_with('=') {
                         holder["granted"] = json!(true);
                     }
                     holders.push(holder);
@@ -311,8 +319,10 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
     }
     if !queue.is_empty() {
         report["queue_total"] = json!(queued);
+        let ids: Vec<&String> = queue.iter().collect();
+        let offers = grant_entries(conn, grants.then_some(&grants_key), &ids).await?;
         let mut waiters = Vec::new();
-        for id in &queue {
+        for (id, offer) in queue.iter().zip(offers) {
             // A keylatch waiter's liveness deadline is in its own zset; a Redisson waiter's is
             // its score in Redisson's.
             let beat: Option<f64> = conn.zscore(&waiters_key, id).await.map_err(redis_err)?;
@@ -329,7 +339,6 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
                 "deadline_in_ms": deadline.map(|d: f64| d as i64 - now),
             });
             if grants && client == "keylatch" {
-                let offer = grant_of(conn, &grants_key, id).await?;
                 waiter["accepts_grant"] = json!(!offer.is_empty() && !offer.starts_with('='));
             }
             waiters.push(waiter);

@@ -199,7 +199,18 @@ impl WatchdogRegistry {
         renewal: Renewal,
         acquired_at: Instant,
     ) -> HoldHandle {
-        self.register_until(key, field, lease, renewal, acquired_at + lease)
+        // The first renewal a third of the lease after the acquisition; an earlier tick
+        // already scheduled does.
+        let first_tick = acquired_at + lease / 3;
+        self.register_ticking(
+            key,
+            field,
+            lease,
+            renewal,
+            acquired_at + lease,
+            first_tick,
+            first_tick + lease / 3,
+        )
     }
 
     /// As [`register`](Self::register), for a hold known valid only `until` (sooner than a
@@ -213,6 +224,35 @@ impl WatchdogRegistry {
         lease: Duration,
         renewal: Renewal,
         until: Instant,
+    ) -> HoldHandle {
+        // The first renewal once a third of the validity left has passed; an earlier tick
+        // already scheduled does, unless it would leave less than a third of it.
+        let now = Instant::now();
+        let left = until.saturating_duration_since(now);
+        self.register_ticking(
+            key,
+            field,
+            lease,
+            renewal,
+            until,
+            now + left / 3,
+            now + left * 2 / 3,
+        )
+    }
+
+    /// Registers a guard on a hold valid `until`; a watchdog-mode hold is first renewed at
+    /// `first_tick`, or at the tick already scheduled for its lease if that comes no later than
+    /// `latest_tick`.
+    #[allow(clippy::too_many_arguments)]
+    fn register_ticking(
+        &self,
+        key: &str,
+        field: &str,
+        lease: Duration,
+        renewal: Renewal,
+        until: Instant,
+        first_tick: Instant,
+        latest_tick: Instant,
     ) -> HoldHandle {
         let hold_key = HoldKey {
             key: key.to_owned(),
@@ -236,13 +276,6 @@ impl WatchdogRegistry {
             entry.watched += 1;
             entry.script = Some(script);
             entry.lease = lease;
-            // The first renewal once a third of the validity left has passed (a third of the
-            // lease for a hold acquired now); an earlier tick already scheduled does, unless it
-            // would leave less than a third of it.
-            let now = Instant::now();
-            let left = until.saturating_duration_since(now);
-            let first_tick = now + left / 3;
-            let latest_tick = now + left * 2 / 3;
             let mut schedule = self.shared.schedule.lock().expect("watchdog lock");
             match schedule.entry(lease) {
                 std::collections::hash_map::Entry::Vacant(slot) => {

@@ -267,12 +267,10 @@ impl FairLock {
             "" => None,
             digits => Some(digits.parse::<u64>().ok()?),
         };
-        let refreshed = refresh
-            .as_ref()
-            .and_then(|handle| match *handle.subscribe().borrow() {
-                HoldState::Valid { until } => until.checked_sub(self.waiter_timeout),
-                _ => None,
-            });
+        let refreshed = refresh.as_ref().and_then(|handle| match handle.state() {
+            HoldState::Valid { until } => until.checked_sub(self.waiter_timeout),
+            _ => None,
+        });
         let seen_queued = queued_at.max(refreshed)?;
         let until = seen_queued + grant_lease;
         if until <= Instant::now() {
