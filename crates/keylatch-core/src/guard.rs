@@ -3,7 +3,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
@@ -11,7 +10,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::owner::{Owner, OwnerId};
 use crate::release::HoldRelease;
-use crate::watchdog::{HoldHandle, HoldState};
+use crate::watchdog::{HoldHandle, HoldKey, HoldState, HoldWatch};
 
 /// Proof of a hold, returned by every lock of keylatch.
 ///
@@ -30,7 +29,7 @@ pub struct LockGuard {
     name: Arc<str>,
     owner: OwnerId,
     token: Option<u64>,
-    state: watch::Receiver<HoldState>,
+    state: HoldWatch,
 }
 
 struct Inner {
@@ -65,7 +64,7 @@ impl LockGuard {
         hold: HoldHandle,
         token: Option<u64>,
     ) -> LockGuard {
-        let state = hold.subscribe();
+        let state = hold.watch();
         hold.attach(release.clone(), owner);
         LockGuard {
             inner: Some(Inner {
@@ -104,9 +103,9 @@ impl LockGuard {
 
     /// The local instant until which the hold is known valid, or `None` once it is lost.
     pub fn valid_until(&self) -> Option<Instant> {
-        match *self.state.borrow() {
-            HoldState::Valid { until } if until > Instant::now() => Some(until),
-            _ => None,
+        match self.state.state() {
+            HoldState::Valid { until } => Some(until),
+            HoldState::Lost => None,
         }
     }
 
@@ -122,29 +121,7 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut state = self.state.clone();
-        async move {
-            loop {
-                let current = *state.borrow_and_update();
-                let HoldState::Valid { until } = current else {
-                    return;
-                };
-                tokio::select! {
-                    _ = tokio::time::sleep_until(until) => {
-                        if *state.borrow() == current {
-                            return;
-                        }
-                    }
-                    changed = state.changed() => {
-                        if changed.is_err() && *state.borrow() == current {
-                            // The registry dropped the hold: it was released or replaced.
-                            tokio::time::sleep_until(until).await;
-                            return;
-                        }
-                    }
-                }
-            }
-        }
+        self.state.lost()
     }
 
     /// Stops tracking the hold without releasing it: no renewal, no release on drop. The hold
@@ -183,7 +160,8 @@ impl LockGuard {
             field = inner.hold.field(),
             outcome = tracing::field::Empty,
         );
-        let expected = inner.hold.local_count() as u64;
+        // Deregistered at once (the watchdog stops renewing), counting the guards it had.
+        let expected = inner.hold.release() as u64;
         let undo = UndoGuard::arm(
             &inner.client,
             inner.release.clone(),
@@ -191,10 +169,9 @@ impl LockGuard {
             expected,
             &inner.hold,
         );
-        inner.hold.release();
         let owner = self.owner;
         let release = async move {
-            let released = if expected == 1 && std::env::var_os("NO_REL").is_none() {
+            let released = if expected == 1 {
                 inner.release.release_last(owner).await
             } else {
                 inner.release.release(owner).await
@@ -243,8 +220,7 @@ struct UndoJob {
     release: Arc<dyn HoldRelease>,
     owner: OwnerId,
     expected: u64,
-    key: String,
-    field: String,
+    key: HoldKey,
 }
 
 impl UndoGuard {
@@ -262,7 +238,7 @@ impl UndoGuard {
         expected: u64,
         hold: &HoldHandle,
     ) -> UndoGuard {
-        UndoGuard::arm_for_key(client, release, owner, expected, hold.key(), hold.field())
+        UndoGuard::arm_for_key(client, release, owner, expected, hold.hold_key())
     }
 
     /// As [`arm`](UndoGuard::arm), for a hold not registered yet (an acquire in flight).
@@ -271,8 +247,7 @@ impl UndoGuard {
         release: Arc<dyn HoldRelease>,
         owner: OwnerId,
         expected: u64,
-        key: &str,
-        field: &str,
+        key: &HoldKey,
     ) -> UndoGuard {
         UndoGuard {
             armed: Some(UndoJob {
@@ -280,8 +255,7 @@ impl UndoGuard {
                 release,
                 owner,
                 expected,
-                key: key.to_owned(),
-                field: field.to_owned(),
+                key: key.clone(),
             }),
         }
     }
@@ -335,7 +309,7 @@ impl UndoGuard {
 impl Drop for UndoGuard {
     fn drop(&mut self) {
         if let Some(job) = self.armed.take() {
-            let pending = job.client.watchdog().begin_pending(&job.key, &job.field);
+            let pending = job.client.watchdog().begin_pending(&job.key);
             let window = job.client.settle_window();
             job.client.spawn_background(async move {
                 let _pending = pending;
@@ -376,9 +350,8 @@ async fn settle(
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if let Some(mut inner) = self.inner.take() {
-            let expected = inner.hold.local_count() as u64;
             let pending = inner.hold.begin_pending();
-            inner.hold.release();
+            let expected = inner.hold.release() as u64;
             let owner = self.owner;
             let release = inner.release.clone();
             let window = inner.client.settle_window();

@@ -72,8 +72,8 @@ pub use release::HoldRelease;
 pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
 pub use transport::TlsConfig;
 pub use watchdog::{
-    HoldHandle, HoldState, PendingWork, RENEW_HASH_HOLDS, RENEWAL_BATCH, Renewal, WatchdogRegistry,
-    WatchdogStats,
+    HoldHandle, HoldKey, HoldState, HoldWatch, PendingWork, RENEW_HASH_HOLDS, RENEWAL_BATCH,
+    Renewal, WatchdogRegistry, WatchdogStats,
 };
 
 /// The `deadpool-redis` crate keylatch is built on.

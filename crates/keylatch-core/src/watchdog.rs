@@ -2,12 +2,14 @@
 //! watchdog-mode ones in batches.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use deadpool_redis::redis::Value;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::commands::Commands;
@@ -52,40 +54,135 @@ pub enum Renewal {
     Watchdog(&'static LuaScript),
 }
 
-/// Every live hold of one client, keyed by (key, field), with how many guards share it.
+/// A hold's name: its key and its field (the owner id, or a primitive's variant of it), in one
+/// shared buffer. Cloning it counts a reference; it allocates only when made.
 ///
-/// Registration happens before an acquire returns; a guard's unlock or drop deregisters it
-/// synchronously, so a renewal can never outlive its hold. One background task renews all
-/// watchdog-mode holds every third of their lease (`watchdog_timeout / 3` for locks; other
-/// leases, such as a fair lock's waiter timeout, on their own cadence), with at most
-/// [`RENEWAL_BATCH`] keys per script call and all calls of a tick in one pipelined round trip.
-#[derive(Clone, Debug)]
-pub struct WatchdogRegistry {
-    shared: Arc<Shared>,
+/// A primitive makes it once per acquisition and passes it to the undo guard, to the
+/// registration and as the field argument of its script, so the names are formatted once.
+///
+/// ```
+/// let hold = keylatch_core::HoldKey::new("jobs", format_args!("{}:{}", "client", 7));
+/// assert_eq!((hold.key(), hold.field()), ("jobs", "client:7"));
+/// ```
+#[derive(Clone)]
+pub struct HoldKey {
+    cell: Arc<HoldCell>,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    holds: Mutex<HashMap<HoldKey, HoldEntry>>,
-    /// The next renewal tick of each lease length in use (a hold is renewed every third of
-    /// its lease; holds with the same lease are renewed together).
-    schedule: Mutex<HashMap<Duration, Instant>>,
-    /// Woken when a new lease length appears, so the task reschedules.
-    rescheduled: tokio::sync::Notify,
-    /// Background releases and undos not finished yet, per hold.
-    pending: Mutex<HashMap<HoldKey, usize>>,
-    settled: tokio::sync::Notify,
-    next_id: AtomicU64,
-    ticks: AtomicU64,
-    renew_calls: AtomicU64,
-    renewed_keys: AtomicU64,
+/// The shared part of a [`HoldKey`]: the names, and, once registered, the hold's state (read by
+/// its guards without a lock).
+struct HoldCell {
+    /// The key, then the field (a `String`, not shrunk to a `Box<str>`: that would copy it).
+    text: String,
+    split: usize,
+    /// [`HoldState`], encoded by [`encode`]: the deadline, or [`LOST`].
+    state: AtomicU64,
+    /// Woken when the hold is marked lost.
+    lost: Notify,
+    /// How to release the hold, once a guard has attached it: what the client's shutdown
+    /// uses. Taken out when the hold leaves the registry (it holds the client).
+    release: Mutex<Option<(Arc<dyn HoldRelease>, OwnerId)>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct HoldKey {
-    key: String,
-    field: String,
+/// The encoded [`HoldState::Lost`]: above every deadline, so raising a deadline with
+/// `fetch_max` leaves a lost hold lost.
+const LOST: u64 = u64::MAX;
+/// The state of a key never registered: a registration takes it over, where it makes a fresh
+/// cell for a key registered before (whose old guards must not see a new hold as theirs).
+const UNREGISTERED: u64 = u64::MAX - 1;
+
+/// The instant deadlines are counted from (nanoseconds since it).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
+
+fn encode(until: Instant) -> u64 {
+    u64::try_from(until.saturating_duration_since(epoch()).as_nanos())
+        .unwrap_or(UNREGISTERED - 1)
+        .min(UNREGISTERED - 1)
+}
+
+fn decode(state: u64) -> HoldState {
+    if state >= UNREGISTERED {
+        HoldState::Lost
+    } else {
+        HoldState::Valid {
+            until: epoch() + Duration::from_nanos(state),
+        }
+    }
+}
+
+impl HoldKey {
+    /// The hold of `field` (anything printable: an [`OwnerId`], a `&str`, `format_args!`) on
+    /// `key`.
+    pub fn new(key: &str, field: impl fmt::Display) -> HoldKey {
+        use std::fmt::Write as _;
+        // Owner ids are at most 36 + 1 + 20 bytes; a longer field grows the buffer once.
+        let mut text = String::with_capacity(key.len() + 64);
+        text.push_str(key);
+        let _ = write!(text, "{field}");
+        HoldKey {
+            cell: Arc::new(HoldCell {
+                split: key.len(),
+                text,
+                state: AtomicU64::new(UNREGISTERED),
+                lost: Notify::new(),
+                release: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.cell.text[..self.cell.split]
+    }
+
+    /// The field.
+    pub fn field(&self) -> &str {
+        &self.cell.text[self.cell.split..]
+    }
+
+    fn same(&self, other: &HoldKey) -> bool {
+        Arc::ptr_eq(&self.cell, &other.cell)
+    }
+
+    fn state(&self) -> HoldState {
+        decode(self.cell.state.load(Ordering::Acquire))
+    }
+
+    /// Raises the deadline to `until` (a lost hold stays lost).
+    fn extend(&self, until: Instant) {
+        self.cell.state.fetch_max(encode(until), Ordering::AcqRel);
+    }
+
+    fn mark_lost(&self) {
+        self.cell.state.store(LOST, Ordering::Release);
+        self.cell.lost.notify_waiters();
+    }
+
+    /// The release a guard attached, taken out (the hold left the registry).
+    fn take_release(&self) -> Option<(Arc<dyn HoldRelease>, OwnerId)> {
+        self.cell.release.lock().expect("hold lock").take()
+    }
+}
+
+impl fmt::Debug for HoldKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HoldKey")
+            .field("key", &self.key())
+            .field("field", &self.field())
+            .finish()
+    }
+}
+
+impl PartialEq for HoldKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.pair() == other.pair()
+    }
+}
+
+impl Eq for HoldKey {}
 
 /// A hold's (key, field), owned or borrowed, so the maps keyed by [`HoldKey`] can be searched
 /// with two `&str` and no allocation.
@@ -95,7 +192,7 @@ trait KeyPair {
 
 impl KeyPair for HoldKey {
     fn pair(&self) -> (&str, &str) {
-        (&self.key, &self.field)
+        (self.key(), self.field())
     }
 }
 
@@ -136,17 +233,94 @@ fn lookup<'a>(pair: &'a (&'a str, &'a str)) -> &'a (dyn KeyPair + 'a) {
     pair
 }
 
+/// A view of a hold's state that outlives its registration: what a guard keeps.
+#[derive(Clone, Debug)]
+pub struct HoldWatch {
+    key: HoldKey,
+}
+
+impl HoldWatch {
+    /// The hold's state as the watchdog last saw it; a deadline that has passed is
+    /// [`HoldState::Lost`].
+    pub fn state(&self) -> HoldState {
+        match self.key.state() {
+            HoldState::Valid { until } if until <= Instant::now() => HoldState::Lost,
+            other => other,
+        }
+    }
+
+    /// Completes when the hold is lost: marked lost by the watchdog or the client's shutdown,
+    /// or its deadline passed with no renewal. A hold deregistered without being lost (released,
+    /// or forgotten) ends at its last deadline. The future owns what it needs.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let cell = self.key.cell.clone();
+        async move {
+            loop {
+                let marked = cell.lost.notified();
+                tokio::pin!(marked);
+                marked.as_mut().enable();
+                let current = cell.state.load(Ordering::Acquire);
+                let HoldState::Valid { until } = decode(current) else {
+                    return;
+                };
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {
+                        if cell.state.load(Ordering::Acquire) == current {
+                            return;
+                        }
+                    }
+                    () = marked => {}
+                }
+            }
+        }
+    }
+}
+
+/// Every live hold of one client, keyed by (key, field), with how many guards share it.
+///
+/// Registration happens before an acquire returns; a guard's unlock or drop deregisters it
+/// synchronously, so a renewal can never outlive its hold. One background task renews all
+/// watchdog-mode holds every third of their lease (`watchdog_timeout / 3` for locks; other
+/// leases, such as a fair lock's waiter timeout, on their own cadence), with at most
+/// [`RENEWAL_BATCH`] keys per script call and all calls of a tick in one pipelined round trip.
+///
+/// Registering and deregistering allocate nothing (the [`HoldKey`] is made by the caller, and
+/// shared by the map, the handle and the guard) and take one short lock (a watchdog-mode
+/// registration a second one, for the renewal schedule, not nested in the first). A hold's
+/// state is an atomic in its key, read by its guards without a lock.
+#[derive(Clone, Debug)]
+pub struct WatchdogRegistry {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    holds: Mutex<HashMap<HoldKey, HoldEntry>>,
+    /// The next renewal tick of each lease length in use (a hold is renewed every third of
+    /// its lease; holds with the same lease are renewed together).
+    schedule: Mutex<HashMap<Duration, Instant>>,
+    /// Woken when a new lease length appears, so the task reschedules.
+    rescheduled: Notify,
+    /// Background releases and undos not finished yet, per hold.
+    pending: Mutex<HashMap<HoldKey, usize>>,
+    /// How many holds have background work under way (the map's length), read without its
+    /// lock.
+    pending_holds: AtomicUsize,
+    settled: Notify,
+    ticks: AtomicU64,
+    renew_calls: AtomicU64,
+    renewed_keys: AtomicU64,
+}
+
 #[derive(Debug)]
 struct HoldEntry {
-    id: u64,
     guards: usize,
     watched: usize,
     script: Option<&'static LuaScript>,
     lease: Duration,
-    state: watch::Sender<HoldState>,
-    /// How to release the hold, once a guard has attached it: what the client's shutdown
-    /// uses.
-    release: Option<(std::sync::Arc<dyn HoldRelease>, OwnerId)>,
     /// When it was acquired, for the lost-hold event.
     since: Instant,
 }
@@ -155,8 +329,8 @@ struct HoldEntry {
 fn report_lost(key: &HoldKey, entry: &HoldEntry, why: &'static str) {
     crate::telemetry::hold_lost();
     tracing::warn!(
-        key = %key.key,
-        field = %key.field,
+        key = %key.key(),
+        field = %key.field(),
         held_ms = u64::try_from(entry.since.elapsed().as_millis()).unwrap_or(u64::MAX),
         why,
         "hold lost"
@@ -182,19 +356,18 @@ pub struct WatchdogStats {
 impl WatchdogRegistry {
     pub(crate) fn start(
         commands: Arc<Commands>,
-        reconnected: Arc<tokio::sync::Notify>,
+        reconnected: Arc<Notify>,
     ) -> (WatchdogRegistry, tokio::task::JoinHandle<()>) {
         let shared = Arc::new(Shared::default());
         let task = tokio::spawn(run(Arc::downgrade(&shared), commands, reconnected));
         (WatchdogRegistry { shared }, task)
     }
 
-    /// Registers one more guard on the hold (`key`, `field`), acquired at `acquired_at` with
-    /// `lease`. The returned handle deregisters on drop.
+    /// Registers one more guard on the hold `key`, acquired at `acquired_at` with `lease`. The
+    /// returned handle deregisters on drop.
     pub fn register(
         &self,
-        key: &str,
-        field: &str,
+        key: HoldKey,
         lease: Duration,
         renewal: Renewal,
         acquired_at: Instant,
@@ -204,7 +377,6 @@ impl WatchdogRegistry {
         let first_tick = acquired_at + lease / 3;
         self.register_ticking(
             key,
-            field,
             lease,
             renewal,
             acquired_at + lease,
@@ -219,8 +391,7 @@ impl WatchdogRegistry {
     /// passed, which extends it to the full `lease`.
     pub fn register_until(
         &self,
-        key: &str,
-        field: &str,
+        key: HoldKey,
         lease: Duration,
         renewal: Renewal,
         until: Instant,
@@ -231,7 +402,6 @@ impl WatchdogRegistry {
         let left = until.saturating_duration_since(now);
         self.register_ticking(
             key,
-            field,
             lease,
             renewal,
             until,
@@ -243,46 +413,64 @@ impl WatchdogRegistry {
     /// Registers a guard on a hold valid `until`; a watchdog-mode hold is first renewed at
     /// `first_tick`, or at the tick already scheduled for its lease if that comes no later than
     /// `latest_tick`.
-    #[allow(clippy::too_many_arguments)]
     fn register_ticking(
         &self,
-        key: &str,
-        field: &str,
+        key: HoldKey,
         lease: Duration,
         renewal: Renewal,
         until: Instant,
         first_tick: Instant,
         latest_tick: Instant,
     ) -> HoldHandle {
-        let hold_key = HoldKey {
-            key: key.to_owned(),
-            field: field.to_owned(),
-        };
         let acquired_at = until.checked_sub(lease).unwrap_or(until);
-        let mut holds = self.shared.holds.lock().expect("watchdog lock");
-        let entry = holds.entry(hold_key.clone()).or_insert_with(|| HoldEntry {
-            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
-            guards: 0,
-            watched: 0,
-            script: None,
-            lease,
-            state: watch::channel(HoldState::Valid { until }).0,
-            release: None,
-            since: acquired_at,
-        });
-        entry.guards += 1;
         let watched = matches!(renewal, Renewal::Watchdog(_));
-        if let Renewal::Watchdog(script) = renewal {
-            entry.watched += 1;
-            entry.script = Some(script);
-            entry.lease = lease;
+        let key = {
+            let mut holds = self.shared.holds.lock().expect("watchdog lock");
+            // A key registered before (and since deregistered or lost) is copied: its old
+            // guards keep the old state.
+            let key = if key.cell.state.load(Ordering::Acquire) == UNREGISTERED {
+                key
+            } else {
+                HoldKey::new(key.key(), key.field())
+            };
+            let (key, entry) = match holds.entry(key) {
+                Entry::Occupied(slot) => {
+                    let key = slot.key().clone();
+                    // A fresh acquisition set the key's expiry anew.
+                    key.extend(until);
+                    (key, slot.into_mut())
+                }
+                Entry::Vacant(slot) => {
+                    let key = slot.key().clone();
+                    key.cell.state.store(encode(until), Ordering::Release);
+                    let entry = slot.insert(HoldEntry {
+                        guards: 0,
+                        watched: 0,
+                        script: None,
+                        lease,
+                        since: acquired_at,
+                    });
+                    (key, entry)
+                }
+            };
+            entry.guards += 1;
+            if let Renewal::Watchdog(script) = renewal {
+                entry.watched += 1;
+                entry.script = Some(script);
+                entry.lease = lease;
+            }
+            key
+        };
+        if watched {
+            // After the hold is in the map, not nested in its lock: a tick that drops unused
+            // lease lengths sees the hold, or runs before this adds its lease back.
             let mut schedule = self.shared.schedule.lock().expect("watchdog lock");
             match schedule.entry(lease) {
-                std::collections::hash_map::Entry::Vacant(slot) => {
+                Entry::Vacant(slot) => {
                     slot.insert(first_tick);
                     self.shared.rescheduled.notify_one();
                 }
-                std::collections::hash_map::Entry::Occupied(mut slot) => {
+                Entry::Occupied(mut slot) => {
                     if *slot.get() > latest_tick {
                         slot.insert(first_tick);
                         self.shared.rescheduled.notify_one();
@@ -290,18 +478,10 @@ impl WatchdogRegistry {
                 }
             }
         }
-        // A fresh acquisition set the key's expiry anew.
-        entry.state.send_modify(|state| {
-            if let HoldState::Valid { until: old } = state {
-                *old = (*old).max(until);
-            }
-        });
         HoldHandle {
             shared: Some(self.shared.clone()),
-            key: hold_key,
-            id: entry.id,
+            key,
             watched,
-            state: entry.state.subscribe(),
         }
     }
 
@@ -311,23 +491,17 @@ impl WatchdogRegistry {
         holds.get(lookup(&(key, field))).map_or(0, |e| e.guards)
     }
 
-    /// Marks background work (a release or an undo) on (`key`, `field`) as under way until the
+    /// Marks background work (a release or an undo) on the hold `key` as under way until the
     /// returned handle drops. [`settled`](WatchdogRegistry::settled) waits for it.
-    pub fn begin_pending(&self, key: &str, field: &str) -> PendingWork {
-        let hold_key = HoldKey {
-            key: key.to_owned(),
-            field: field.to_owned(),
-        };
-        *self
-            .shared
-            .pending
-            .lock()
-            .expect("watchdog lock")
-            .entry(hold_key.clone())
-            .or_default() += 1;
+    pub fn begin_pending(&self, key: &HoldKey) -> PendingWork {
+        let mut pending = self.shared.pending.lock().expect("watchdog lock");
+        *pending.entry(key.clone()).or_default() += 1;
+        self.shared
+            .pending_holds
+            .store(pending.len(), Ordering::SeqCst);
         PendingWork {
             shared: self.shared.clone(),
-            key: hold_key,
+            key: key.clone(),
         }
     }
 
@@ -346,8 +520,12 @@ impl WatchdogRegistry {
 
     /// Whether no background release or undo on (`key`, `field`) is under way.
     fn is_settled(&self, key: &str, field: &str) -> bool {
+        // Without a lock in the usual case: nothing under way at all.
+        if self.shared.pending_holds.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
         let pending = self.shared.pending.lock().expect("watchdog lock");
-        pending.is_empty() || !pending.contains_key(lookup(&(key, field)))
+        !pending.contains_key(lookup(&(key, field)))
     }
 
     async fn settle(&self, key: &str, field: &str) {
@@ -369,9 +547,9 @@ impl WatchdogRegistry {
         let mut holds = self.shared.holds.lock().expect("watchdog lock");
         holds
             .drain()
-            .filter_map(|(_, entry)| {
-                entry.state.send_replace(HoldState::Lost);
-                let (release, owner) = entry.release?;
+            .filter_map(|(key, entry)| {
+                key.mark_lost();
+                let (release, owner) = key.take_release()?;
                 Some((release, owner, entry.guards))
             })
             .collect()
@@ -404,6 +582,9 @@ impl Drop for PendingWork {
             *count -= 1;
             if *count == 0 {
                 pending.remove(&self.key);
+                self.shared
+                    .pending_holds
+                    .store(pending.len(), Ordering::SeqCst);
             }
         }
         drop(pending);
@@ -416,44 +597,51 @@ impl Drop for PendingWork {
 pub struct HoldHandle {
     shared: Option<Arc<Shared>>,
     key: HoldKey,
-    id: u64,
     watched: bool,
-    state: watch::Receiver<HoldState>,
 }
 
 impl HoldHandle {
-    /// The hold's state as the watchdog last saw it.
+    /// The hold's state as the watchdog last saw it; a deadline that has passed is
+    /// [`HoldState::Lost`].
     pub fn state(&self) -> HoldState {
-        let state = *self.state.borrow();
-        match state {
-            HoldState::Valid { until } if until <= Instant::now() => HoldState::Lost,
-            other => other,
-        }
+        self.watch().state()
+    }
+
+    /// The hold's key and field.
+    pub fn hold_key(&self) -> &HoldKey {
+        &self.key
     }
 
     /// The hold's key.
     pub fn key(&self) -> &str {
-        &self.key.key
+        self.key.key()
     }
 
     /// The hold's field (the owner id, or a primitive's variant of it).
     pub fn field(&self) -> &str {
-        &self.key.field
+        self.key.field()
     }
 
-    /// A receiver of the hold's state.
-    pub fn subscribe(&self) -> watch::Receiver<HoldState> {
-        self.state.clone()
+    /// A view of the hold's state, which outlives this registration.
+    pub fn watch(&self) -> HoldWatch {
+        HoldWatch {
+            key: self.key.clone(),
+        }
+    }
+
+    /// The registry's entry of this hold, if it is still the one this handle registered on.
+    fn with_entry<T>(&self, f: impl FnOnce(&mut HoldEntry) -> T) -> Option<T> {
+        let shared = self.shared.as_ref()?;
+        let mut holds = shared.holds.lock().expect("watchdog lock");
+        match holds.entry(self.key.clone()) {
+            Entry::Occupied(mut slot) if slot.key().same(&self.key) => Some(f(slot.get_mut())),
+            _ => None,
+        }
     }
 
     /// How many guards this client holds on the same hold, this one included.
     pub fn local_count(&self) -> usize {
-        let Some(shared) = &self.shared else { return 0 };
-        let holds = shared.holds.lock().expect("watchdog lock");
-        holds
-            .get(&self.key)
-            .filter(|e| e.id == self.id)
-            .map_or(0, |e| e.guards)
+        self.with_entry(|e| e.guards).unwrap_or(0)
     }
 
     /// Marks background work on this hold as under way (see
@@ -463,38 +651,52 @@ impl HoldHandle {
         WatchdogRegistry {
             shared: shared.clone(),
         }
-        .begin_pending(&self.key.key, &self.key.field)
+        .begin_pending(&self.key)
         .into()
     }
 
     /// Records how the hold is released, for the client's shutdown (done by
-    /// [`LockGuard::new`](crate::LockGuard::new)).
+    /// [`LockGuard::new`](crate::LockGuard::new)). Takes no registry lock.
     pub fn attach(&self, release: Arc<dyn HoldRelease>, owner: OwnerId) {
-        let Some(shared) = &self.shared else { return };
-        let mut holds = shared.holds.lock().expect("watchdog lock");
-        if let Some(entry) = holds.get_mut(&self.key).filter(|e| e.id == self.id) {
-            entry.release.get_or_insert((release, owner));
+        if self.shared.is_none() {
+            return;
+        }
+        let mut slot = self.key.cell.release.lock().expect("hold lock");
+        // A hold already lost has left the registry (which took its release out first).
+        if self.key.cell.state.load(Ordering::Acquire) != LOST {
+            slot.get_or_insert((release, owner));
         }
     }
 
-    /// Deregisters now (also done on drop).
-    pub fn release(&mut self) {
+    /// Deregisters now (also done on drop). Returns how many guards of this client shared the
+    /// hold, this one included (0 if it had already left the registry).
+    pub fn release(&mut self) -> usize {
         let Some(shared) = self.shared.take() else {
-            return;
+            return 0;
         };
         let mut holds = shared.holds.lock().expect("watchdog lock");
-        if let Some(entry) = holds.get_mut(&self.key).filter(|e| e.id == self.id) {
-            entry.guards -= 1;
-            if self.watched {
-                entry.watched -= 1;
-                if entry.watched == 0 {
-                    entry.script = None;
-                }
-            }
-            if entry.guards == 0 {
-                holds.remove(&self.key);
+        let Entry::Occupied(mut slot) = holds.entry(self.key.clone()) else {
+            return 0;
+        };
+        if !slot.key().same(&self.key) {
+            return 0;
+        }
+        let entry = slot.get_mut();
+        let guards = entry.guards;
+        if guards == 1 {
+            slot.remove();
+            drop(holds);
+            self.key.take_release();
+            return 1;
+        }
+        entry.guards -= 1;
+        if self.watched {
+            entry.watched -= 1;
+            if entry.watched == 0 {
+                entry.script = None;
             }
         }
+        guards
     }
 }
 
@@ -506,11 +708,9 @@ impl Drop for HoldHandle {
 
 struct Pending {
     key: HoldKey,
-    id: u64,
     lease: Duration,
 }
-
-async fn run(shared: Weak<Shared>, commands: Arc<Commands>, reconnected: Arc<tokio::sync::Notify>) {
+async fn run(shared: Weak<Shared>, commands: Arc<Commands>, reconnected: Arc<Notify>) {
     loop {
         let next = {
             let Some(shared) = shared.upgrade() else {
@@ -582,11 +782,11 @@ async fn tick(shared: &Shared, commands: &Commands) {
     {
         let mut holds = shared.holds.lock().expect("watchdog lock");
         holds.retain(|key, entry| {
-            let expired =
-                matches!(*entry.state.borrow(), HoldState::Valid { until } if until <= now);
+            let expired = matches!(key.state(), HoldState::Valid { until } if until <= now);
             if expired && entry.watched > 0 {
                 report_lost(key, entry, "no renewal succeeded before the lease ended");
-                entry.state.send_replace(HoldState::Lost);
+                key.mark_lost();
+                key.take_release();
                 return false;
             }
             true
@@ -601,7 +801,6 @@ async fn tick(shared: &Shared, commands: &Commands) {
             }
             let pending = Pending {
                 key: key.clone(),
-                id: entry.id,
                 lease: entry.lease,
             };
             // The open group of this script, lease and slot, found by a map: a linear scan
@@ -609,7 +808,7 @@ async fn tick(shared: &Shared, commands: &Commands) {
             let group = (
                 std::ptr::from_ref(script) as usize,
                 entry.lease,
-                commands.slot_of(&pending.key.key),
+                commands.slot_of(pending.key.key()),
             );
             match open.get(&group) {
                 Some(&index) if groups[index].2.len() < RENEWAL_BATCH => {
@@ -630,11 +829,11 @@ async fn tick(shared: &Shared, commands: &Commands) {
         .map(|(script, lease, batch)| {
             let mut call = script.call();
             for p in batch {
-                call = call.key(p.key.key.clone());
+                call = call.key(p.key.key());
             }
             call = call.arg(lease_millis(*lease));
             for p in batch {
-                call = call.arg(p.key.field.as_str());
+                call = call.arg(p.key.field());
             }
             call
         })
@@ -692,9 +891,12 @@ async fn tick(shared: &Shared, commands: &Commands) {
         };
         for (pending, flag) in batch.iter().zip(flags) {
             let renewed = matches!(flag, Value::Int(1));
-            let Some(entry) = holds.get_mut(&pending.key).filter(|e| e.id == pending.id) else {
+            let Entry::Occupied(slot) = holds.entry(pending.key.clone()) else {
                 continue;
             };
+            if !slot.key().same(&pending.key) {
+                continue;
+            }
             let outcome = match flag {
                 Value::Int(1) => "renewed",
                 Value::Int(2) => "ended",
@@ -703,19 +905,139 @@ async fn tick(shared: &Shared, commands: &Commands) {
             crate::telemetry::renewals(outcome, 1);
             if renewed {
                 shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
-                let until = sent_at + pending.lease;
-                entry.state.send_modify(|state| {
-                    if let HoldState::Valid { until: old } = state {
-                        *old = (*old).max(until);
-                    }
-                });
-            } else if entry.watched > 0 {
+                pending.key.extend(sent_at + pending.lease);
+            } else if slot.get().watched > 0 {
                 if !matches!(flag, Value::Int(2)) {
-                    report_lost(&pending.key, entry, "the server no longer has it");
+                    report_lost(&pending.key, slot.get(), "the server no longer has it");
                 }
-                entry.state.send_replace(HoldState::Lost);
-                holds.remove(&pending.key);
+                pending.key.mark_lost();
+                pending.key.take_release();
+                slot.remove();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> WatchdogRegistry {
+        // No renewal task: these tests only register and deregister.
+        WatchdogRegistry {
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    /// Registering and deregistering allocate nothing once the maps have room: the key is made
+    /// once by the caller and shared by the map and the handle, and the hold's state is an
+    /// atomic in it (no channel per hold).
+    #[test]
+    fn registering_and_deregistering_allocate_nothing() {
+        let registry = registry();
+        let keys: Vec<HoldKey> = (0..200)
+            .map(|i| HoldKey::new("jobs", format_args!("client:{i}")))
+            .collect();
+        let lease = Duration::from_secs(30);
+        let renewal = Renewal::Watchdog(&RENEW_HASH_HOLDS);
+        let now = Instant::now();
+        // Room in the map for 100 holds at once, and the lease's schedule entry.
+        let warm: Vec<_> = keys[..100]
+            .iter()
+            .map(|k| registry.register(k.clone(), lease, renewal, now))
+            .collect();
+        drop(warm);
+        let mut handles = Vec::with_capacity(100);
+        let registering = allocation_counter::measure(|| {
+            for key in &keys[100..] {
+                handles.push(registry.register(key.clone(), lease, renewal, now));
+            }
+        });
+        assert_eq!(registering.count_total, 0, "{registering:?}");
+        assert_eq!(registry.stats().holds, 100);
+        assert_eq!(registry.stats().watched, 100);
+        // Another guard on one of them shares its hold.
+        let again = registry.register(keys[150].clone(), lease, Renewal::Lease, now);
+        assert_eq!(again.local_count(), 2);
+        assert_eq!(registry.local_count("jobs", "client:150"), 2);
+        assert!(matches!(handles[50].state(), HoldState::Valid { .. }));
+        let mut counted = 0;
+        let deregistering = allocation_counter::measure(|| {
+            for handle in &mut handles {
+                counted += handle.release();
+            }
+        });
+        assert_eq!(deregistering.count_total, 0, "{deregistering:?}");
+        assert_eq!(counted, 101, "one hold had two guards");
+        assert_eq!(registry.stats().holds, 1);
+        drop(again);
+        assert_eq!(registry.stats().holds, 0);
+    }
+
+    /// A guard's view of its hold outlives the registration; the same key registered again
+    /// afterwards is a new hold, which does not revive the old guard's state.
+    #[test]
+    fn a_key_registered_again_is_a_new_hold() {
+        let registry = registry();
+        let key = HoldKey::new("jobs", "client:1");
+        let now = Instant::now();
+        let lease = Duration::from_secs(1);
+        let mut first = registry.register(key.clone(), lease, Renewal::Lease, now);
+        let watch = first.watch();
+        assert_eq!(first.release(), 1);
+        assert_eq!(first.release(), 0, "released once");
+        let later = now + Duration::from_secs(60);
+        let second = registry.register(key.clone(), lease, Renewal::Lease, later);
+        assert_eq!(second.local_count(), 1);
+        let (HoldState::Valid { until: old }, HoldState::Valid { until: new }) =
+            (watch.key.state(), second.hold_key().state())
+        else {
+            panic!("both valid");
+        };
+        assert_eq!(old, now + lease);
+        assert_eq!(new, later + lease);
+    }
+
+    /// A hold marked lost stays lost: a later renewal's deadline does not revive it, and its
+    /// guards' `lost` futures complete.
+    #[tokio::test]
+    async fn a_lost_hold_stays_lost() {
+        let registry = registry();
+        let handle = registry.register(
+            HoldKey::new("jobs", "client:1"),
+            Duration::from_secs(30),
+            Renewal::Lease,
+            Instant::now(),
+        );
+        let watch = handle.watch();
+        let lost = tokio::spawn(watch.lost());
+        tokio::task::yield_now().await;
+        assert!(!lost.is_finished());
+        handle.hold_key().mark_lost();
+        handle
+            .hold_key()
+            .extend(Instant::now() + Duration::from_secs(60));
+        assert_eq!(watch.state(), HoldState::Lost);
+        tokio::time::timeout(Duration::from_secs(5), lost)
+            .await
+            .expect("lost completes")
+            .unwrap();
+    }
+
+    /// The deadline as the state holds it: to the nanosecond, and later deadlines win.
+    #[test]
+    fn deadlines_round_trip() {
+        let now = Instant::now();
+        let key = HoldKey::new("k", "f");
+        assert_eq!(key.state(), HoldState::Lost, "not registered yet");
+        key.cell.state.store(encode(now), Ordering::Relaxed);
+        key.extend(now + Duration::from_nanos(1));
+        key.extend(now);
+        assert_eq!(
+            key.state(),
+            HoldState::Valid {
+                until: now + Duration::from_nanos(1)
+            }
+        );
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch_core::redis::Value;
-use keylatch_core::{Backoff, Client, OwnerId, PendingWork, Result, ScriptCall};
+use keylatch_core::{Backoff, Client, HoldKey, OwnerId, PendingWork, Result, ScriptCall};
 use tokio::sync::oneshot;
 
 use crate::keys::Keys;
@@ -43,9 +43,9 @@ impl Undo {
     fn pending(&self) -> (PendingWork, Option<PendingWork>) {
         let watchdog = self.client.watchdog();
         (
-            watchdog.begin_pending(&self.keys.name, &self.field),
+            watchdog.begin_pending(&HoldKey::new(&self.keys.name, &self.field)),
             self.joins
-                .then(|| watchdog.begin_pending(&self.keys.timeouts, &self.field)),
+                .then(|| watchdog.begin_pending(&HoldKey::new(&self.keys.timeouts, &self.field))),
         )
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keylatch_core::redis::Value;
-use keylatch_core::{Client, Error, HoldRelease, OwnerId, Result};
+use keylatch_core::{Client, Error, HoldKey, HoldRelease, OwnerId, Result};
 
 use crate::keys::Keys;
 use crate::scripts::{LEAVE, RELEASE, RELEASE_IF_COUNT};
@@ -122,7 +122,7 @@ impl Drop for LeaveGuard {
             let pending = job
                 .client
                 .watchdog()
-                .begin_pending(&job.keys.timeouts, &job.waiter);
+                .begin_pending(&HoldKey::new(&job.keys.timeouts, &job.waiter));
             let client = job.client.clone();
             client.spawn_background(async move {
                 let _pending = pending;

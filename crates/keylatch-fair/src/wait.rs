@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, Error, HoldHandle, HoldState, LETTER_MARK, LockGuard, Owner, OwnerId,
-    RENEW_HASH_HOLDS, Renewal, Result, Subscription, WakeMode, jitter, lease_millis, open,
+    AcquireOptions, Attempt, Error, HoldHandle, HoldKey, HoldState, LETTER_MARK, LockGuard, Owner,
+    OwnerId, RENEW_HASH_HOLDS, Renewal, Result, Subscription, WakeMode, jitter, lease_millis, open,
     retrying, validate_lease,
 };
 use tokio::time::Instant;
@@ -278,8 +278,7 @@ impl FairLock {
         }
         let name = &self.keys.name;
         let hold = self.client.watchdog().register_until(
-            name,
-            &request.field,
+            HoldKey::new(name, &request.field),
             request.lease,
             request.renewal,
             until,
@@ -316,8 +315,7 @@ impl FairLock {
         }
         *refresh = None;
         *refresh = Some(self.client.watchdog().register(
-            &self.keys.timeouts,
-            field,
+            HoldKey::new(&self.keys.timeouts, field),
             self.waiter_timeout,
             Renewal::Watchdog(&REFRESH_WAITERS),
             sent_at,
@@ -385,7 +383,12 @@ impl FairLock {
             }
             _ => return Err(unexpected()),
         };
-        let hold = watchdog.register(name, field, request.lease, request.renewal, sent_at);
+        let hold = watchdog.register(
+            HoldKey::new(name, field),
+            request.lease,
+            request.renewal,
+            sent_at,
+        );
         Ok(Attempt::Done(self.guard(request, hold, token)))
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keylatch_core::redis::{self, Value};
 use keylatch_core::{
-    AcquireOptions, Attempt, Client, DistributedLock, Error, LockGuard, Owner, OwnerId,
+    AcquireOptions, Attempt, Client, DistributedLock, Error, HoldKey, LockGuard, Owner, OwnerId,
     RENEW_HASH_HOLDS, Renewal, Result, UndoGuard, WakeMode, prefixed, validate_lease,
 };
 use tokio::time::Instant;
@@ -167,7 +167,8 @@ impl ReentrantLock {
             ),
         };
         let owner = self.client.owner_id(Owner::or_unique(self.owner));
-        let field = owner.to_string();
+        // The hold's name, formatted once for every attempt, the undo and the registration.
+        let hold_key = HoldKey::new(&self.name, owner);
         let deadline = options.deadline();
         keylatch_core::wait_for(
             &self.client,
@@ -176,7 +177,7 @@ impl ReentrantLock {
             self.channel(),
             WakeMode::One,
             deadline,
-            || self.attempt(owner, &field, lease, renewal),
+            || self.attempt(owner, &hold_key, lease, renewal),
         )
         .await
     }
@@ -184,10 +185,11 @@ impl ReentrantLock {
     async fn attempt(
         &self,
         owner: OwnerId,
-        field: &str,
+        hold_key: &HoldKey,
         lease: Duration,
         renewal: Renewal,
     ) -> Result<Attempt<LockGuard>> {
+        let field = hold_key.field();
         let watchdog = self.client.watchdog();
         watchdog.settled(&self.name, field).await;
         let expected = watchdog.local_count(&self.name, field) as u64 + 1;
@@ -196,8 +198,7 @@ impl ReentrantLock {
             self.release.clone(),
             owner,
             expected,
-            &self.name,
-            field,
+            hold_key,
         );
         let call = ACQUIRE
             .call()
@@ -244,7 +245,7 @@ impl ReentrantLock {
             }
             _ => return Err(self.unexpected()),
         };
-        let hold = watchdog.register(&self.name, field, lease, renewal, sent_at);
+        let hold = watchdog.register(hold_key.clone(), lease, renewal, sent_at);
         Ok(Attempt::Done(LockGuard::new(
             self.client.clone(),
             self.name.clone(),

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::{HoldHandle, HoldState, Renewal, Result};
+use keylatch_core::{HoldHandle, HoldKey, HoldState, Renewal, Result};
 use tokio::time::Instant;
 
 use crate::scripts::{INTENT_RENEW, INTENT_WITHDRAW};
@@ -53,8 +53,7 @@ impl IntentGuard {
         if !fresh {
             self.refresh = None;
             self.refresh = Some(self.shared.client.watchdog().register(
-                &self.shared.intent_key,
-                &self.field,
+                HoldKey::new(&self.shared.intent_key, &self.field),
                 self.timeout,
                 Renewal::Watchdog(&INTENT_RENEW),
                 sent_at,
@@ -101,7 +100,7 @@ impl Drop for IntentGuard {
         // The next write attempt of this owner waits for the withdrawal (`settled`).
         let pending = client
             .watchdog()
-            .begin_pending(&self.shared.intent_key, &self.field);
+            .begin_pending(&HoldKey::new(&self.shared.intent_key, &self.field));
         let guard = IntentGuard {
             shared: self.shared.clone(),
             field: std::mem::take(&mut self.field),

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, DistributedLock, Error, LockGuard, Owner, OwnerId, Renewal, Result,
-    UndoGuard, WakeMode, lease_millis, validate_lease,
+    AcquireOptions, Attempt, DistributedLock, Error, HoldKey, LockGuard, Owner, OwnerId, Renewal,
+    Result, UndoGuard, WakeMode, lease_millis, validate_lease,
 };
 use tokio::time::Instant;
 
@@ -133,7 +133,8 @@ impl ReadLock {
             ),
         };
         let owner = self.shared.client.owner_id(Owner::or_unique(self.owner));
-        let field = owner.to_string();
+        // The hold's name, formatted once for every attempt, the undo and the registration.
+        let hold_key = HoldKey::new(&self.shared.name, owner);
         let write_field = write_field(owner);
         let deadline = options.deadline();
         keylatch_core::wait_for(
@@ -143,7 +144,7 @@ impl ReadLock {
             &self.shared.channel,
             WakeMode::All,
             deadline,
-            || self.attempt(owner, &field, &write_field, lease, renewal),
+            || self.attempt(owner, &hold_key, &write_field, lease, renewal),
         )
         .await
     }
@@ -151,12 +152,13 @@ impl ReadLock {
     async fn attempt(
         &self,
         owner: OwnerId,
-        field: &str,
+        hold_key: &HoldKey,
         write_field: &str,
         lease: Duration,
         renewal: Renewal,
     ) -> Result<Attempt<LockGuard>> {
         let shared = &*self.shared;
+        let field = hold_key.field();
         let watchdog = shared.client.watchdog();
         watchdog.settled(&shared.name, field).await;
         let expected = watchdog.local_count(&shared.name, field) as u64 + 1;
@@ -165,8 +167,7 @@ impl ReadLock {
             shared.read_release.clone(),
             owner,
             expected,
-            &shared.name,
-            field,
+            hold_key,
         );
         let call = READ_ACQUIRE
             .call()
@@ -178,7 +179,7 @@ impl ReadLock {
         let sent_at = Instant::now();
         match shared.send(&call, undo).await? {
             Value::Nil => {
-                let hold = watchdog.register(&shared.name, field, lease, renewal, sent_at);
+                let hold = watchdog.register(hold_key.clone(), lease, renewal, sent_at);
                 Ok(Attempt::Done(LockGuard::new(
                     shared.client.clone(),
                     shared.name.clone(),

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal,
-    Result, UndoGuard, WakeMode, lease_millis, validate_lease,
+    AcquireOptions, Attempt, DistributedLock, Error, HoldKey, LockGuard, MAX_LEASE, Owner, OwnerId,
+    Renewal, Result, UndoGuard, WakeMode, lease_millis, validate_lease,
 };
 use tokio::time::Instant;
 
@@ -50,6 +50,8 @@ struct Request<'a> {
     owner: OwnerId,
     field: &'a str,
     write_field: &'a str,
+    /// The hold: (the lock, `write_field`).
+    write_key: &'a HoldKey,
     lease: Duration,
     renewal: Renewal,
     /// The intent timeout in ms, or 0 when the caller does not wait.
@@ -192,12 +194,14 @@ impl WriteLock {
         };
         let owner = shared.client.owner_id(Owner::or_unique(self.owner));
         let field = owner.to_string();
-        let write_field = write_field(owner);
+        // The hold's name, formatted once for every attempt, the undo and the registration.
+        let write_key = HoldKey::new(&shared.name, write_field(owner));
         let waits = options.wait() != Some(Duration::ZERO);
         let request = Request {
             owner,
             field: &field,
-            write_field: &write_field,
+            write_field: write_key.field(),
+            write_key: &write_key,
             lease,
             renewal,
             intent_ms: if waits {
@@ -251,8 +255,7 @@ impl WriteLock {
             shared.write_release.clone(),
             request.owner,
             expected,
-            &shared.name,
-            request.write_field,
+            request.write_key,
         );
         if request.intent_ms > 0 {
             lock(intent).arm();
@@ -280,8 +283,7 @@ impl WriteLock {
             Value::Nil => {
                 lock(intent).acquired();
                 let hold = watchdog.register(
-                    &shared.name,
-                    request.write_field,
+                    request.write_key.clone(),
                     request.lease,
                     request.renewal,
                     sent_at,

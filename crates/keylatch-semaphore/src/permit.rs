@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keylatch_core::redis::Value;
-use keylatch_core::{Error, HoldRelease, LockGuard, OwnerId, Renewal, Result};
+use keylatch_core::{Error, HoldKey, HoldRelease, LockGuard, OwnerId, Renewal, Result};
 use tokio::time::Instant;
 
 use crate::expirable::Shared;
@@ -43,9 +43,12 @@ impl Permit {
     ) -> Permit {
         let id: Arc<str> = id.into();
         let client = &shared.client;
-        let hold = client
-            .watchdog()
-            .register(&shared.timeout_key, &id, lease, renewal, sent_at);
+        let hold = client.watchdog().register(
+            HoldKey::new(&shared.timeout_key, &id),
+            lease,
+            renewal,
+            sent_at,
+        );
         let release = Arc::new(PermitRelease {
             shared: shared.clone(),
             id: id.clone(),

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keylatch_core::redis::Value;
-use keylatch_core::{Error, HoldRelease, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal, Result};
+use keylatch_core::{
+    Error, HoldKey, HoldRelease, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal, Result,
+};
 use tokio::time::Instant;
 
 use crate::request::{MAX_PERMITS, refused, run_idempotent, with_keys};
@@ -55,8 +57,7 @@ impl SemaphorePermit {
         // The hold is registered so that `lost`, the client's counters and its shutdown see
         // it; nothing renews it (the permits have no expiry on the server).
         let hold = client.watchdog().register(
-            &shared.name,
-            &release.marker,
+            HoldKey::new(&shared.name, &release.marker),
             lease.unwrap_or(MAX_LEASE),
             Renewal::Lease,
             Instant::now(),
