@@ -92,6 +92,16 @@ step "packaging (cargo publish --workspace --dry-run: each published crate build
 # whose unpacked sources cargo reuses by name and version: drop those of an earlier run, or it
 # would build stale sources of this version.
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/keylatch*-[0-9]*
+# Cargo also takes a registry crate's build as final (it never looks at its sources again):
+# forget the builds an earlier dry run made of ours, found by the sources their dep-info
+# names, or a package would be verified against a stale build of the one it depends on.
+for depinfo in target/debug/deps/keylatch*-*.d; do
+    [ -e "$depinfo" ] || continue
+    if grep -q "registry/src/[^/]*/keylatch" "$depinfo"; then
+        unit="$(basename "$depinfo" .d)"
+        rm -rf "target/debug/.fingerprint/${unit//_/-}" "$depinfo"
+    fi
+done
 cargo publish --workspace --dry-run --locked --allow-dirty
 
 step "examples (each examples/*.rs, with REDIS_URL set)"

@@ -64,7 +64,7 @@ pub use keys::{
 };
 pub use lock::{
     AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, deadline_after, jitter, open,
-    retrying, wait_for,
+    retrying, unbounded, wait_for,
 };
 pub use owner::{Owner, OwnerId};
 pub use redact::redact_url;

@@ -134,8 +134,7 @@ pub trait DistributedLock: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](DistributedLock::acquire).
     async fn lock(&self) -> Result<LockGuard> {
-        let guard = self.acquire(AcquireOptions::new()).await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        unbounded(self.acquire(AcquireOptions::new()).await)
     }
 
     /// Waits as long as it takes; the hold ends after `lease`.
@@ -146,10 +145,7 @@ pub trait DistributedLock: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](DistributedLock::acquire).
     async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let guard = self
-            .acquire(AcquireOptions::new().with_lease(lease))
-            .await?;
-        Ok(guard.expect("an unbounded wait returns a guard"))
+        unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
     }
 
     /// Tries once, without waiting; watchdog mode.
@@ -178,6 +174,13 @@ pub trait DistributedLock: Send + Sync + fmt::Debug {
     ) -> Result<Option<LockGuard>> {
         self.acquire(AcquireOptions::within(wait, lease)).await
     }
+}
+
+/// The outcome of a wait without a bound, which ends with a guard or an error, never with
+/// `None`. For a primitive's own `lock()`, which calls its `acquire` directly (through the
+/// trait, each call would box two futures).
+pub fn unbounded<G>(acquired: Result<Option<G>>) -> Result<G> {
+    acquired.map(|guard| guard.expect("an unbounded wait returns a guard"))
 }
 
 /// The instant `wait` from now, or `None` (wait forever) when that is beyond the clock's range.

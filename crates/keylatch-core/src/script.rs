@@ -221,10 +221,10 @@ impl LuaScript {
     pub fn call(&'static self) -> ScriptCall {
         ScriptCall {
             script: self,
-            keys: Vec::with_capacity(2),
-            // Room for a typical call's arguments (a lease, an owner id, a flag), so adding them
-            // does not grow the buffer step by step.
-            args: redis::Cmd::with_capacity(4, 96),
+            // Room for a typical call's keys and arguments (a lock, a counter, a lease, an owner
+            // id, a flag), so adding them does not grow the buffer step by step.
+            parts: redis::Cmd::with_capacity(6, 160),
+            keys: 0,
         }
     }
 
@@ -262,21 +262,45 @@ impl std::fmt::Debug for LuaScript {
 #[must_use]
 pub struct ScriptCall {
     script: &'static LuaScript,
-    keys: Vec<String>,
-    /// The arguments, serialised as they are added into one buffer (a command with no name).
-    args: redis::Cmd,
+    /// The keys, then the arguments, serialised as they are added into one buffer (a command
+    /// with no name): one allocation for the whole call, however many keys it has.
+    parts: redis::Cmd,
+    /// How many of `parts` are keys.
+    keys: usize,
+}
+
+/// The bytes of a serialised part.
+fn part_bytes(arg: redis::Arg<&[u8]>) -> &[u8] {
+    match arg {
+        redis::Arg::Simple(bytes) => bytes,
+        _ => &[],
+    }
 }
 
 impl ScriptCall {
     /// Adds a key (`KEYS[n]`).
-    pub fn key(mut self, key: impl Into<String>) -> Self {
-        self.keys.push(key.into());
+    pub fn key(mut self, key: impl AsRef<str>) -> Self {
+        if self.parts.args_iter().len() == self.keys {
+            self.parts.arg(key.as_ref());
+        } else {
+            // A key after an argument (not the usual order): the keys go first.
+            let mut parts = redis::Cmd::with_capacity(self.parts.args_iter().len() + 1, 160);
+            for part in self.parts.args_iter().take(self.keys) {
+                parts.arg(part_bytes(part));
+            }
+            parts.arg(key.as_ref());
+            for part in self.parts.args_iter().skip(self.keys) {
+                parts.arg(part_bytes(part));
+            }
+            self.parts = parts;
+        }
+        self.keys += 1;
         self
     }
 
     /// Adds an argument (`ARGV[n]`).
     pub fn arg(mut self, arg: impl ToRedisArgs) -> Self {
-        self.args.arg(arg);
+        self.parts.arg(arg);
         self
     }
 
@@ -285,50 +309,35 @@ impl ScriptCall {
         self.script
     }
 
-    /// The keys.
-    pub(crate) fn keys(&self) -> &[String] {
-        &self.keys
+    /// The keys, serialised.
+    pub(crate) fn keys(&self) -> impl ExactSizeIterator<Item = &[u8]> + Clone {
+        self.parts.args_iter().take(self.keys).map(part_bytes)
     }
 
     /// The arguments, serialised.
-    pub(crate) fn args(&self) -> impl ExactSizeIterator<Item = &[u8]> {
-        self.args.args_iter().map(|arg| match arg {
-            redis::Arg::Simple(bytes) => bytes,
-            _ => &[],
-        })
+    pub(crate) fn args(&self) -> impl ExactSizeIterator<Item = &[u8]> + Clone {
+        self.parts.args_iter().skip(self.keys).map(part_bytes)
     }
 
     /// The first key, for error messages.
     pub fn first_key(&self) -> &str {
-        self.keys.first().map_or("", String::as_str)
+        self.keys()
+            .next()
+            .and_then(|key| std::str::from_utf8(key).ok())
+            .unwrap_or("")
     }
 
     /// The `EVALSHA` of this call, of the sharded variant or not.
     pub(crate) fn evalsha_cmd(&self, sharded: bool) -> redis::Cmd {
         // Sized once: building it argument by argument would grow (and copy) it several times.
-        let args = self.args.args_iter();
-        let bytes = 7
-            + 40
-            + 20
-            + self.keys.iter().map(String::len).sum::<usize>()
-            + args
-                .clone()
-                .map(|arg| match arg {
-                    redis::Arg::Simple(bytes) => bytes.len(),
-                    _ => 0,
-                })
-                .sum::<usize>();
-        let mut cmd = redis::Cmd::with_capacity(3 + self.keys.len() + args.len(), bytes);
+        let parts = self.parts.args_iter().map(part_bytes);
+        let bytes = 7 + 40 + 20 + parts.clone().map(<[u8]>::len).sum::<usize>();
+        let mut cmd = redis::Cmd::with_capacity(3 + parts.len(), bytes);
         cmd.arg("EVALSHA")
             .arg(self.script.hash_for(sharded))
-            .arg(self.keys.len());
-        for key in &self.keys {
-            cmd.arg(key);
-        }
-        for arg in args {
-            if let redis::Arg::Simple(bytes) = arg {
-                cmd.arg(bytes);
-            }
+            .arg(self.keys);
+        for part in parts {
+            cmd.arg(part);
         }
         cmd
     }

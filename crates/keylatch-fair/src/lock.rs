@@ -189,7 +189,7 @@ impl FairLock {
     /// Cancel safe: a dropped call leaves no hold, queue entry, subscription or watchdog entry
     /// behind; a request already sent is undone and the queue left in the background.
     pub async fn lock(&self) -> Result<LockGuard> {
-        DistributedLock::lock(self).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
     }
 
     /// Waits as long as it takes, in arrival order; the hold ends after `lease`.
@@ -200,7 +200,7 @@ impl FairLock {
     /// # Cancel safety
     /// As [`lock`](FairLock::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        DistributedLock::lock_with_lease(self, lease).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
     }
 
     /// Tries once; watchdog mode. `None` when someone holds the lock or is queued for it.
@@ -212,7 +212,8 @@ impl FairLock {
     /// # Cancel safety
     /// As [`lock`](FairLock::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock(self).await
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
     }
 
     /// Waits at most `wait`, queued; `lease` of `None` means watchdog mode. A wait that times
@@ -228,7 +229,7 @@ impl FairLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock_for(self, wait, lease).await
+        self.acquire(AcquireOptions::within(wait, lease)).await
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first (a zero wait tries

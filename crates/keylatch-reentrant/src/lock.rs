@@ -45,7 +45,6 @@ use crate::scripts::{ACQUIRE, FORCE_UNLOCK, UNLOCK_MESSAGE};
 pub struct ReentrantLock {
     client: Client,
     name: Arc<str>,
-    token_key: Arc<str>,
     owner: Option<Owner>,
     fencing: bool,
     release: Arc<ReentrantRelease>,
@@ -58,10 +57,10 @@ impl ReentrantLock {
         let name: Arc<str> = Arc::from(name);
         ReentrantLock {
             client: client.clone(),
-            token_key: prefixed("redisson_lock_token", &name).into(),
             release: Arc::new(ReentrantRelease {
                 client: client.clone(),
-                channel: prefixed("redisson_lock__channel", &name).into(),
+                channel: prefixed("redisson_lock__channel", &name),
+                token_key: prefixed("redisson_lock_token", &name),
                 name: name.clone(),
             }),
             name,
@@ -107,7 +106,7 @@ impl ReentrantLock {
     /// # Cancel safety
     /// Cancel safe: nothing is left behind; a request already sent is undone.
     pub async fn lock(&self) -> Result<LockGuard> {
-        DistributedLock::lock(self).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
     }
 
     /// Waits as long as it takes; the hold ends after `lease`.
@@ -118,7 +117,7 @@ impl ReentrantLock {
     /// # Cancel safety
     /// As [`lock`](ReentrantLock::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        DistributedLock::lock_with_lease(self, lease).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
     }
 
     /// Tries once; watchdog mode. `None` when someone else holds it.
@@ -129,7 +128,8 @@ impl ReentrantLock {
     /// # Cancel safety
     /// As [`lock`](ReentrantLock::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock(self).await
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
     }
 
     /// Waits at most `wait`; `lease` of `None` means watchdog mode.
@@ -144,7 +144,7 @@ impl ReentrantLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock_for(self, wait, lease).await
+        self.acquire(AcquireOptions::within(wait, lease)).await
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first.
@@ -203,7 +203,7 @@ impl ReentrantLock {
         let call = ACQUIRE
             .call()
             .key(&*self.name)
-            .key(&*self.token_key)
+            .key(&self.release.token_key)
             .arg(keylatch_core::lease_millis(lease))
             .arg(field)
             .arg(if self.fencing { "1" } else { "0" });

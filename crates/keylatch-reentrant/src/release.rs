@@ -13,7 +13,9 @@ use crate::scripts::{RELEASE, RELEASE_IF_COUNT, UNLOCK_MESSAGE};
 pub(crate) struct ReentrantRelease {
     pub(crate) client: Client,
     pub(crate) name: Arc<str>,
-    pub(crate) channel: Arc<str>,
+    /// The derived names, made once per handle (`String`s, not `Arc<str>`s: no copy).
+    pub(crate) channel: String,
+    pub(crate) token_key: String,
 }
 
 impl ReentrantRelease {

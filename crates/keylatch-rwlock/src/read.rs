@@ -73,7 +73,7 @@ impl ReadLock {
     /// # Cancel safety
     /// Cancel safe: nothing is left behind; a request already sent is undone.
     pub async fn lock(&self) -> Result<LockGuard> {
-        DistributedLock::lock(self).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
     }
 
     /// Waits as long as it takes; the hold ends after `lease`.
@@ -84,7 +84,7 @@ impl ReadLock {
     /// # Cancel safety
     /// As [`lock`](ReadLock::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        DistributedLock::lock_with_lease(self, lease).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
     }
 
     /// Tries once; watchdog mode. `None` when a writer holds the lock or is waiting for it.
@@ -95,7 +95,8 @@ impl ReadLock {
     /// # Cancel safety
     /// As [`lock`](ReadLock::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock(self).await
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
     }
 
     /// Waits at most `wait`; `lease` of `None` means watchdog mode.
@@ -110,7 +111,7 @@ impl ReadLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock_for(self, wait, lease).await
+        self.acquire(AcquireOptions::within(wait, lease)).await
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first.

@@ -125,7 +125,7 @@ impl WriteLock {
     /// Cancel safe: nothing is left behind — no hold (a request already sent is undone), no
     /// subscription, and the writer's intent is withdrawn in the background.
     pub async fn lock(&self) -> Result<LockGuard> {
-        DistributedLock::lock(self).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
     }
 
     /// Waits as long as it takes; the hold ends after `lease`.
@@ -136,7 +136,7 @@ impl WriteLock {
     /// # Cancel safety
     /// As [`lock`](WriteLock::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        DistributedLock::lock_with_lease(self, lease).await
+        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
     }
 
     /// Tries once; watchdog mode. `None` when anyone else holds the lock. Records no intent.
@@ -147,7 +147,8 @@ impl WriteLock {
     /// # Cancel safety
     /// As [`lock`](WriteLock::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock(self).await
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
     }
 
     /// Waits at most `wait`; `lease` of `None` means watchdog mode.
@@ -162,7 +163,7 @@ impl WriteLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        DistributedLock::try_lock_for(self, wait, lease).await
+        self.acquire(AcquireOptions::within(wait, lease)).await
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first. While it waits, the

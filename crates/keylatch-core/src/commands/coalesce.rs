@@ -387,7 +387,7 @@ fn batch_cmd<'a>(
         (
             k + call.keys().len(),
             a + call.args().len(),
-            b + call.keys().iter().map(String::len).sum::<usize>()
+            b + call.keys().map(<[u8]>::len).sum::<usize>()
                 + call.args().map(<[u8]>::len).sum::<usize>(),
         )
     });
