@@ -91,10 +91,16 @@ const LOST: u64 = u64::MAX;
 /// cell for a key registered before (whose old guards must not see a new hold as theirs).
 const UNREGISTERED: u64 = u64::MAX - 1;
 
-/// The instant deadlines are counted from (nanoseconds since it).
+/// The instant deadlines are counted from (nanoseconds since it): a year before the first use,
+/// so no deadline of this process comes before it (a paused test clock included; 2^64 ns is
+/// 584 years).
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+    *EPOCH.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(365 * 24 * 3600))
+            .unwrap_or(now)
+    })
 }
 
 fn encode(until: Instant) -> u64 {
@@ -426,12 +432,22 @@ impl WatchdogRegistry {
         let watched = matches!(renewal, Renewal::Watchdog(_));
         let key = {
             let mut holds = self.shared.holds.lock().expect("watchdog lock");
-            // A key registered before (and since deregistered or lost) is copied: its old
-            // guards keep the old state.
-            let key = if key.cell.state.load(Ordering::Acquire) == UNREGISTERED {
-                key
-            } else {
-                HoldKey::new(key.key(), key.field())
+            // The key's cell is claimed for this hold. One registered before (and since
+            // deregistered or lost), or claimed by another client's registry, is copied: the
+            // guards it has keep their state.
+            let fresh = encode(until);
+            let key = match key.cell.state.compare_exchange(
+                UNREGISTERED,
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => key,
+                Err(_) => {
+                    let copy = HoldKey::new(key.key(), key.field());
+                    copy.cell.state.store(fresh, Ordering::Release);
+                    copy
+                }
             };
             let (key, entry) = match holds.entry(key) {
                 Entry::Occupied(slot) => {
@@ -442,7 +458,6 @@ impl WatchdogRegistry {
                 }
                 Entry::Vacant(slot) => {
                     let key = slot.key().clone();
-                    key.cell.state.store(encode(until), Ordering::Release);
                     let entry = slot.insert(HoldEntry {
                         guards: 0,
                         watched: 0,
@@ -929,47 +944,77 @@ mod tests {
         }
     }
 
-    /// Registering and deregistering allocate nothing once the maps have room: the key is made
-    /// once by the caller and shared by the map and the handle, and the hold's state is an
-    /// atomic in it (no channel per hold).
+    /// Registering and deregistering allocate nothing once the maps have grown to fit: the key
+    /// is made once by the caller and shared by the map and the handle, and the hold's state is
+    /// an atomic in it (no channel per hold). (The map's table grows with the number of holds,
+    /// and once more after churn has left it with deleted slots: the warm-up does both.)
     #[test]
     fn registering_and_deregistering_allocate_nothing() {
+        const HOLDS: usize = 100;
+        const WARM: usize = 6;
+        const ROUNDS: usize = 6;
         let registry = registry();
-        let keys: Vec<HoldKey> = (0..200)
-            .map(|i| HoldKey::new("jobs", format_args!("client:{i}")))
+        // A key is registered once (registered again, it is copied): one set per round.
+        let keys: Vec<Vec<HoldKey>> = (0..WARM + ROUNDS + 1)
+            .map(|round| {
+                (0..HOLDS)
+                    .map(|i| HoldKey::new("jobs", format_args!("client:{round}:{i}")))
+                    .collect()
+            })
             .collect();
         let lease = Duration::from_secs(30);
         let renewal = Renewal::Watchdog(&RENEW_HASH_HOLDS);
         let now = Instant::now();
-        // Room in the map for 100 holds at once, and the lease's schedule entry.
-        let warm: Vec<_> = keys[..100]
-            .iter()
-            .map(|k| registry.register(k.clone(), lease, renewal, now))
-            .collect();
-        drop(warm);
-        let mut handles = Vec::with_capacity(100);
-        let registering = allocation_counter::measure(|| {
-            for key in &keys[100..] {
-                handles.push(registry.register(key.clone(), lease, renewal, now));
-            }
-        });
+        let mut handles = Vec::with_capacity(HOLDS);
+        for round in &keys[..WARM] {
+            handles.extend(
+                round
+                    .iter()
+                    .map(|k| registry.register(k.clone(), lease, renewal, now)),
+            );
+            handles.clear();
+        }
+        let mut registering = allocation_counter::AllocationInfo::default();
+        let mut deregistering = registering;
+        let mut counted = 0;
+        for round in &keys[WARM..WARM + ROUNDS] {
+            registering += allocation_counter::measure(|| {
+                for key in round {
+                    handles.push(registry.register(key.clone(), lease, renewal, now));
+                }
+            });
+            deregistering += allocation_counter::measure(|| {
+                for handle in &mut handles {
+                    counted += handle.release();
+                }
+            });
+            handles.clear();
+        }
         assert_eq!(registering.count_total, 0, "{registering:?}");
+        assert_eq!(deregistering.count_total, 0, "{deregistering:?}");
+        assert_eq!(counted, HOLDS * ROUNDS);
+        assert_eq!(registry.stats().holds, 0);
+        let round = &keys[WARM + ROUNDS];
+        handles.extend(
+            round
+                .iter()
+                .map(|k| registry.register(k.clone(), lease, renewal, now)),
+        );
         assert_eq!(registry.stats().holds, 100);
         assert_eq!(registry.stats().watched, 100);
         // Another guard on one of them shares its hold.
-        let again = registry.register(keys[150].clone(), lease, Renewal::Lease, now);
+        let again = registry.register(round[50].clone(), lease, Renewal::Lease, now);
         assert_eq!(again.local_count(), 2);
-        assert_eq!(registry.local_count("jobs", "client:150"), 2);
+        let last = WARM + ROUNDS;
+        assert_eq!(
+            registry.local_count("jobs", &format!("client:{last}:50")),
+            2
+        );
         assert!(matches!(handles[50].state(), HoldState::Valid { .. }));
-        let mut counted = 0;
-        let deregistering = allocation_counter::measure(|| {
-            for handle in &mut handles {
-                counted += handle.release();
-            }
-        });
-        assert_eq!(deregistering.count_total, 0, "{deregistering:?}");
-        assert_eq!(counted, 101, "one hold had two guards");
-        assert_eq!(registry.stats().holds, 1);
+        for handle in &mut handles {
+            handle.release();
+        }
+        assert_eq!(registry.stats().holds, 1, "one hold had two guards");
         drop(again);
         assert_eq!(registry.stats().holds, 0);
     }
@@ -996,6 +1041,21 @@ mod tests {
         };
         assert_eq!(old, now + lease);
         assert_eq!(new, later + lease);
+    }
+
+    /// One key registered with two clients' registries is two holds: one's loss is not the
+    /// other's.
+    #[test]
+    fn a_key_in_two_registries_is_two_holds() {
+        let (one, two) = (registry(), registry());
+        let key = HoldKey::new("jobs", "client:1");
+        let lease = Duration::from_secs(30);
+        let now = Instant::now();
+        let first = one.register(key.clone(), lease, Renewal::Lease, now);
+        let second = two.register(key.clone(), lease, Renewal::Lease, now);
+        first.hold_key().mark_lost();
+        assert_eq!(first.state(), HoldState::Lost);
+        assert!(matches!(second.state(), HoldState::Valid { .. }));
     }
 
     /// A hold marked lost stays lost: a later renewal's deadline does not revive it, and its
