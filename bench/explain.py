@@ -236,12 +236,13 @@ TARGET_REASONS = {
     "256 tasks over 10 000 keys": (
         "the server's Lua work, on cores it shares with the client: keylatch's own two scripts, sent "
         "raw through redis-rs with no library in between, reach only about 0.6× of the trivial "
-        "script's pairs (scenario 3), and the library adds the rest. Meeting it needs fewer Redis "
-        "calls per script and the acquires of many tasks batched into one script call (see the "
-        "reentrant-lock section above)."),
+        "script's pairs (scenario 3). keylatch already puts many tasks' acquisitions and releases "
+        "into one script call (coalescing), which brings it to about its scripts' raw rate; what "
+        "is left is their Lua work, three Redis calls each (see the library tax section above)."),
     "contended hand-off p50, 8 and 32 waiters (16 lies between)": (
         "a hand-off is the release's message and the waiter's acquire, two round trips; on loaded "
-        "cores the task switches add more. A grant made by the release script would make it one."),
+        "cores the task switches add more. A grant made by the release script would make it one, "
+        "as the fair lock's does (scenario 4)."),
     "hand-off faster than every peer (8 and 32 waiters, hold 0 and 1 ms)": (
         "the rows it loses are to pollers with a short interval for their number of waiters (see "
         "\"Hand-off gap\" below): some waiter's poll reaches Redis within a round trip of the "
