@@ -17,6 +17,34 @@ async fn slow_client(server: &keylatch_tests::RedisServer) -> keylatch::Client {
     client_with(server, Duration::from_secs(30), SLOW_POLL).await
 }
 
+/// What every test here starts from: a server, a holder's and a waiter's client (both slow:
+/// see [`slow_client`]), a raw connection and a fresh lock name.
+struct Scene {
+    server: keylatch_tests::RedisServer,
+    holder: keylatch::Client,
+    waiter: keylatch::Client,
+    conn: keylatch::redis::aio::MultiplexedConnection,
+    name: String,
+}
+
+impl Scene {
+    async fn new(prefix: &str) -> Scene {
+        let server = server();
+        Scene {
+            holder: slow_client(&server).await,
+            waiter: slow_client(&server).await,
+            conn: raw(&server).await,
+            name: unique(prefix),
+            server,
+        }
+    }
+}
+
+/// The grant hash of the fair lock `name`: offers and grant marks.
+fn grants_key(name: &str) -> String {
+    format!("{{{name}}}:keylatch_grants")
+}
+
 /// Every key of the fair lock `name`.
 fn keys(name: &str) -> [String; 6] {
     [
@@ -24,7 +52,7 @@ fn keys(name: &str) -> [String; 6] {
         format!("redisson_lock_queue:{{{name}}}"),
         format!("redisson_lock_timeout:{{{name}}}"),
         format!("{{{name}}}:keylatch_waiters"),
-        format!("{{{name}}}:keylatch_grants"),
+        grants_key(name),
         format!("redisson_lock_token:{{{name}}}"),
     ]
 }
@@ -107,11 +135,13 @@ impl Driven {
 /// and once it unlocks nothing is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
-    let server = server();
-    let holder_client = slow_client(&server).await;
-    let waiter_client = slow_client(&server).await;
-    let mut conn = raw(&server).await;
-    let name = unique("fair-grant");
+    let Scene {
+        server: _server,
+        holder: holder_client,
+        waiter: waiter_client,
+        mut conn,
+        name,
+    } = Scene::new("fair-grant").await;
     // A fixed lease no longer than the waiter timeout (so nothing renews anything here), and
     // a waiter timeout long enough that no refresh falls inside the measured step.
     let lease = Duration::from_secs(2);
@@ -149,10 +179,7 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
     let letters = waiter_client.stats().letters;
     let count: Option<u64> = conn.hget(&name, &waiter_id).await.unwrap();
     let pttl: i64 = conn.pttl(&name).await.unwrap();
-    let mark: Option<String> = conn
-        .hget(format!("{{{name}}}:keylatch_grants"), &waiter_id)
-        .await
-        .unwrap();
+    let mark: Option<String> = conn.hget(grants_key(&name), &waiter_id).await.unwrap();
     let token = guard.fencing_token().unwrap();
     println!(
         "hand-over: {requests} script call(s), {letters} letter(s); hold count {count:?}, \
@@ -204,13 +231,15 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
 /// holder again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
-    let server = server();
-    let holder_client = slow_client(&server).await;
-    let dropped_client = slow_client(&server).await;
+    let Scene {
+        server,
+        holder: holder_client,
+        waiter: dropped_client,
+        mut conn,
+        name,
+    } = Scene::new("fair-grant-drop").await;
     let next_client = slow_client(&server).await;
-    let mut conn = raw(&server).await;
-    let name = unique("fair-grant-drop");
-    let grants = format!("{{{name}}}:keylatch_grants");
+    let grants = grants_key(&name);
     let held = holder_client.fair_lock(&name).lock().await.unwrap();
     let probe = holder_client.fair_lock(&name);
 
@@ -264,13 +293,16 @@ async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
 /// one unlock frees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_letter_is_taken_by_the_next_attempt() {
-    let server = server();
-    let holder_client = slow_client(&server).await;
-    let waiter_client = slow_client(&server).await;
-    let mut conn = raw(&server).await;
+    let Scene {
+        server: _server,
+        holder: holder_client,
+        waiter: waiter_client,
+        mut conn,
+        name: prefix,
+    } = Scene::new("fair-grant-lost").await;
     let mut taken_by_attempt = 0;
     for round in 0..10 {
-        let name = unique("fair-grant-lost");
+        let name = format!("{prefix}-{round}");
         let held = holder_client.fair_lock(&name).lock().await.unwrap();
         let probe = holder_client.fair_lock(&name);
         let waiter = waiter_client.fair_lock(&name);
@@ -301,10 +333,7 @@ async fn a_lost_letter_is_taken_by_the_next_attempt() {
             .unwrap();
         let by_letter = waiter_client.stats().letters - letters;
         let count: Option<u64> = conn.hget(&name, &waiter_id).await.unwrap();
-        let mark: Option<String> = conn
-            .hget(format!("{{{name}}}:keylatch_grants"), &waiter_id)
-            .await
-            .unwrap();
+        let mark: Option<String> = conn.hget(grants_key(&name), &waiter_id).await.unwrap();
         println!("round {round}: by letter {by_letter}, count {count:?}, mark {mark:?}");
         assert_eq!(count, Some(1), "the grant is taken once");
         if by_letter == 0 {
@@ -342,12 +371,14 @@ async fn kill_pubsub_settle(a: &keylatch::Client, b: &keylatch::Client) {
 async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() {
     const WAITER_TIMEOUT: Duration = Duration::from_millis(3000);
     const AFTER_KILL: Duration = Duration::from_millis(1000);
-    let server = server();
-    let holder_client = slow_client(&server).await;
-    let next_client = slow_client(&server).await;
-    let mut conn = raw(&server).await;
-    let name = unique("fair-grant-dead");
-    let grants = format!("{{{name}}}:keylatch_grants");
+    let Scene {
+        server,
+        holder: holder_client,
+        waiter: next_client,
+        mut conn,
+        name,
+    } = Scene::new("fair-grant-dead").await;
+    let grants = grants_key(&name);
     let held = holder_client.fair_lock(&name).lock().await.unwrap();
     let (mut child, line) = spawn_reporting(
         env!("CARGO_BIN_EXE_keylatch-test-fair-waiter"),
@@ -408,12 +439,14 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
 /// holder whose lock was forced: its unlock says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_takes_an_untaken_grant_with_it() {
-    let server = server();
-    let holder_client = slow_client(&server).await;
-    let waiter_client = slow_client(&server).await;
-    let mut conn = raw(&server).await;
-    let name = unique("fair-grant-force");
-    let grants = format!("{{{name}}}:keylatch_grants");
+    let Scene {
+        server: _server,
+        holder: holder_client,
+        waiter: waiter_client,
+        mut conn,
+        name,
+    } = Scene::new("fair-grant-force").await;
+    let grants = grants_key(&name);
     let held = holder_client.fair_lock(&name).lock().await.unwrap();
     let probe = holder_client.fair_lock(&name);
     let (mut waiting, waiter_id) =
