@@ -21,8 +21,8 @@ async fn slow_client(server: &keylatch_tests::RedisServer) -> keylatch::Client {
 /// see [`slow_client`]), a raw connection and a fresh lock name.
 struct Scene {
     server: keylatch_tests::RedisServer,
-    holder: keylatch::Client,
-    waiter: keylatch::Client,
+    holder_client: keylatch::Client,
+    waiter_client: keylatch::Client,
     conn: keylatch::redis::aio::MultiplexedConnection,
     name: String,
 }
@@ -31,8 +31,8 @@ impl Scene {
     async fn new(prefix: &str) -> Scene {
         let server = server();
         Scene {
-            holder: slow_client(&server).await,
-            waiter: slow_client(&server).await,
+            holder_client: slow_client(&server).await,
+            waiter_client: slow_client(&server).await,
             conn: raw(&server).await,
             name: unique(prefix),
             server,
@@ -135,25 +135,26 @@ impl Driven {
 /// and once it unlocks nothing is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
+    let scene = Scene::new("fair-grant").await;
     let Scene {
-        server: _server,
-        holder: holder_client,
-        waiter: waiter_client,
-        mut conn,
+        holder_client,
+        waiter_client,
         name,
-    } = Scene::new("fair-grant").await;
+        ..
+    } = &scene;
+    let mut conn = scene.conn.clone();
     // A fixed lease no longer than the waiter timeout (so nothing renews anything here), and
     // a waiter timeout long enough that no refresh falls inside the measured step.
     let lease = Duration::from_secs(2);
     let lock = |client: &keylatch::Client| {
         client
-            .fair_lock(&name)
+            .fair_lock(name)
             .with_fencing(true)
             .with_waiter_timeout(Duration::from_secs(30))
     };
-    let held = lock(&holder_client).lock_with_lease(lease).await.unwrap();
+    let held = lock(holder_client).lock_with_lease(lease).await.unwrap();
     let start = command_calls(&mut conn, "evalsha").await;
-    let waiter = lock(&waiter_client);
+    let waiter = lock(waiter_client);
     let waiting = tokio::spawn(async move { waiter.lock_with_lease(lease).await });
     // The waiter's first attempt queues it; it subscribes and tries once more; then it sleeps.
     let settled = eventually(Duration::from_secs(10), || {
@@ -163,7 +164,7 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
     .await;
     assert!(settled, "the waiter did not queue");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let queue = lock(&holder_client).queue().await.unwrap();
+    let queue = lock(holder_client).queue().await.unwrap();
     assert_eq!(queue.len(), 1, "one waiter queued");
     let waiter_id = queue[0].id.clone();
 
@@ -177,9 +178,9 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
         .unwrap();
     let requests = command_calls(&mut conn, "evalsha").await - before;
     let letters = waiter_client.stats().letters;
-    let count: Option<u64> = conn.hget(&name, &waiter_id).await.unwrap();
-    let pttl: i64 = conn.pttl(&name).await.unwrap();
-    let mark: Option<String> = conn.hget(grants_key(&name), &waiter_id).await.unwrap();
+    let count: Option<u64> = conn.hget(name, &waiter_id).await.unwrap();
+    let pttl: i64 = conn.pttl(name).await.unwrap();
+    let mark: Option<String> = conn.hget(grants_key(name), &waiter_id).await.unwrap();
     let token = guard.fencing_token().unwrap();
     println!(
         "hand-over: {requests} script call(s), {letters} letter(s); hold count {count:?}, \
@@ -210,18 +211,18 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
         token > holder_token,
         "fencing tokens increase across a grant"
     );
-    assert!(lock(&holder_client).queue().await.unwrap().is_empty());
+    assert!(lock(holder_client).queue().await.unwrap().is_empty());
     // Re-entering the granted hold through its owner counts up (the mark is not taken again).
-    let again = lock(&waiter_client)
+    let again = lock(waiter_client)
         .with_owner(guard.owner())
         .lock_with_lease(lease)
         .await
         .unwrap();
-    let count: Option<u64> = conn.hget(&name, &waiter_id).await.unwrap();
+    let count: Option<u64> = conn.hget(name, &waiter_id).await.unwrap();
     assert_eq!(count, Some(2), "a re-entry of a granted hold counts up");
     again.unlock().await.unwrap();
     guard.unlock().await.unwrap();
-    assert_clean(&mut conn, &name).await;
+    assert_clean(&mut conn, name).await;
     assert_eq!(waiter_client.stats().watchdog.holds, 0);
 }
 
@@ -231,32 +232,34 @@ async fn a_release_hands_the_lock_to_the_head_with_no_request_of_its_own() {
 /// holder again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
+    let scene = Scene::new("fair-grant-drop").await;
     let Scene {
-        server,
-        holder: holder_client,
-        waiter: dropped_client,
-        mut conn,
+        holder_client,
+        waiter_client: dropped_client,
         name,
-    } = Scene::new("fair-grant-drop").await;
-    let next_client = slow_client(&server).await;
-    let grants = grants_key(&name);
-    let held = holder_client.fair_lock(&name).lock().await.unwrap();
-    let probe = holder_client.fair_lock(&name);
+        server,
+        ..
+    } = &scene;
+    let mut conn = scene.conn.clone();
+    let next_client = slow_client(server).await;
+    let grants = grants_key(name);
+    let held = holder_client.fair_lock(name).lock().await.unwrap();
+    let probe = holder_client.fair_lock(name);
 
     // The first waiter queues and subscribes, then is no longer polled. Its waiter timeout
     // (and so its grant's lease) is 30 s.
     let first_lock = dropped_client
-        .fair_lock(&name)
+        .fair_lock(name)
         .with_waiter_timeout(Duration::from_secs(30));
-    let (first, first_id) = Driven::parked(&dropped_client, first_lock, &probe).await;
-    let next_lock = next_client.fair_lock(&name);
+    let (first, first_id) = Driven::parked(dropped_client, first_lock, &probe).await;
+    let next_lock = next_client.fair_lock(name);
     let next = tokio::spawn(async move { next_lock.lock().await });
     queued(&probe, 2).await;
 
     held.unlock().await.unwrap();
     // The lock is the first waiter's now, by grant; it never sees the letter.
     let mark: Option<String> = conn.hget(&grants, &first_id).await.unwrap();
-    let count: Option<u64> = conn.hget(&name, &first_id).await.unwrap();
+    let count: Option<u64> = conn.hget(name, &first_id).await.unwrap();
     assert!(
         mark.as_deref().is_some_and(|m| m.starts_with("=:")),
         "the lock was handed to the first waiter: {mark:?}"
@@ -275,7 +278,7 @@ async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
         "handed on; the next waiter took {} letter(s)",
         next_client.stats().letters
     );
-    let count: Option<u64> = conn.hget(&name, &first_id).await.unwrap();
+    let count: Option<u64> = conn.hget(name, &first_id).await.unwrap();
     assert_eq!(count, None, "the dropped waiter holds nothing");
     assert_eq!(
         dropped_client.stats().letters,
@@ -284,7 +287,7 @@ async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
     );
     guard.unlock().await.unwrap();
     dropped_client.wait_idle().await;
-    assert_clean(&mut conn, &name).await;
+    assert_clean(&mut conn, name).await;
     assert_eq!(dropped_client.stats().watchdog.holds, 0);
 }
 
@@ -293,13 +296,14 @@ async fn a_wait_dropped_with_the_lock_on_its_way_hands_it_on() {
 /// one unlock frees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_letter_is_taken_by_the_next_attempt() {
+    let scene = Scene::new("fair-grant-lost").await;
     let Scene {
-        server: _server,
-        holder: holder_client,
-        waiter: waiter_client,
-        mut conn,
+        holder_client,
+        waiter_client,
         name: prefix,
-    } = Scene::new("fair-grant-lost").await;
+        ..
+    } = &scene;
+    let mut conn = scene.conn.clone();
     let mut taken_by_attempt = 0;
     for round in 0..10 {
         let name = format!("{prefix}-{round}");
@@ -345,7 +349,7 @@ async fn a_lost_letter_is_taken_by_the_next_attempt() {
         }
         guard.unlock().await.unwrap();
         assert_clean(&mut conn, &name).await;
-        kill_pubsub_settle(&waiter_client, &holder_client).await;
+        kill_pubsub_settle(waiter_client, holder_client).await;
     }
     println!("{taken_by_attempt} of 10 grants taken by an attempt");
     assert!(
@@ -371,15 +375,17 @@ async fn kill_pubsub_settle(a: &keylatch::Client, b: &keylatch::Client) {
 async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() {
     const WAITER_TIMEOUT: Duration = Duration::from_millis(3000);
     const AFTER_KILL: Duration = Duration::from_millis(1000);
+    let scene = Scene::new("fair-grant-dead").await;
     let Scene {
-        server,
-        holder: holder_client,
-        waiter: next_client,
-        mut conn,
+        holder_client,
+        waiter_client: next_client,
         name,
-    } = Scene::new("fair-grant-dead").await;
-    let grants = grants_key(&name);
-    let held = holder_client.fair_lock(&name).lock().await.unwrap();
+        server,
+        ..
+    } = &scene;
+    let mut conn = scene.conn.clone();
+    let grants = grants_key(name);
+    let held = holder_client.fair_lock(name).lock().await.unwrap();
     let (mut child, line) = spawn_reporting(
         env!("CARGO_BIN_EXE_keylatch-test-fair-waiter"),
         &[
@@ -402,8 +408,8 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
     // deadline are left.
     tokio::time::sleep(AFTER_KILL).await;
     held.unlock().await.unwrap();
-    let count: Option<u64> = conn.hget(&name, &child_id).await.unwrap();
-    let pttl: i64 = conn.pttl(&name).await.unwrap();
+    let count: Option<u64> = conn.hget(name, &child_id).await.unwrap();
+    let pttl: i64 = conn.pttl(name).await.unwrap();
     let grants_ttl: i64 = conn.pttl(&grants).await.unwrap();
     println!(
         "the dead waiter was handed the lock: count {count:?}, PTTL {pttl} ms; the grant hash \
@@ -422,7 +428,7 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
     // The next waiter's first attempt queues it with the holder's PTTL as its bound: it gets
     // the lock once the grant has ended, well before the lock's 30 s lease.
     let next_lock = next_client
-        .fair_lock(&name)
+        .fair_lock(name)
         .with_waiter_timeout(WAITER_TIMEOUT);
     let guard = tokio::time::timeout(Duration::from_secs(10), next_lock.lock())
         .await
@@ -430,7 +436,7 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
         .unwrap();
     guard.unlock().await.unwrap();
     next_client.wait_idle().await;
-    let left: i64 = conn.exists(&keys(&name)[..4]).await.unwrap();
+    let left: i64 = conn.exists(&keys(name)[..4]).await.unwrap();
     assert_eq!(left, 0, "a hold or queue entry was left behind");
 }
 
@@ -439,18 +445,19 @@ async fn a_grant_to_a_dead_waiter_holds_the_queue_no_longer_than_its_deadline() 
 /// holder whose lock was forced: its unlock says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_takes_an_untaken_grant_with_it() {
+    let scene = Scene::new("fair-grant-force").await;
     let Scene {
-        server: _server,
-        holder: holder_client,
-        waiter: waiter_client,
-        mut conn,
+        holder_client,
+        waiter_client,
         name,
-    } = Scene::new("fair-grant-force").await;
-    let grants = grants_key(&name);
-    let held = holder_client.fair_lock(&name).lock().await.unwrap();
-    let probe = holder_client.fair_lock(&name);
+        ..
+    } = &scene;
+    let mut conn = scene.conn.clone();
+    let grants = grants_key(name);
+    let held = holder_client.fair_lock(name).lock().await.unwrap();
+    let probe = holder_client.fair_lock(name);
     let (mut waiting, waiter_id) =
-        Driven::parked(&waiter_client, waiter_client.fair_lock(&name), &probe).await;
+        Driven::parked(waiter_client, waiter_client.fair_lock(name), &probe).await;
     held.unlock().await.unwrap();
     let mark: Option<String> = conn.hget(&grants, &waiter_id).await.unwrap();
     assert!(
@@ -469,5 +476,5 @@ async fn force_unlock_takes_an_untaken_grant_with_it() {
         "the forced hold is reported gone"
     );
     waiter_client.wait_idle().await;
-    assert_clean(&mut conn, &name).await;
+    assert_clean(&mut conn, name).await;
 }
