@@ -238,7 +238,7 @@ async fn redlock_loop(
     let mut clients = Vec::new();
     for url in urls.split(',') {
         let mut config = settings.clone();
-        config.url = url.to_owned();
+        config.url = url.into();
         clients.push(keylatch::Client::connect_with(config).await?);
     }
     let lock = keylatch::RedLock::new(

@@ -1,6 +1,6 @@
-//! The on/off settings read from the environment (`Config::from_env`, which `Config::builder`
-//! starts from). Each reading runs in a child process of this test binary, with the variable
-//! set there, so no test changes its own process's environment.
+//! The settings read from the environment: `Config::from_env` reads them, `Config::builder`
+//! does not. Each reading runs in a child process of this test binary, with the variables set
+//! there, so no test changes its own process's environment.
 use std::process::Command;
 
 use keylatch::Config;
@@ -60,4 +60,72 @@ fn switches_read_from_the_environment() {
             "{name}=sometimes: {reading}"
         );
     }
+}
+
+/// Every variable `Config::from_env` reads.
+const CONFIG_VARS: [&str; 14] = [
+    "KEYLATCH_REDIS_URL",
+    "REDIS_URL",
+    "KEYLATCH_REDIS_USERNAME",
+    "KEYLATCH_REDIS_PASSWORD",
+    "KEYLATCH_SENTINEL_USERNAME",
+    "KEYLATCH_SENTINEL_PASSWORD",
+    "KEYLATCH_TLS_CA",
+    "KEYLATCH_TLS_CERT",
+    "KEYLATCH_TLS_KEY",
+    "KEYLATCH_SHARDED_PUBSUB",
+    "KEYLATCH_COALESCE",
+    "KEYLATCH_PUBSUB_PATTERNS",
+    "KEYLATCH_REPLICAS",
+    "KEYLATCH_REPLICAS_TIMEOUT",
+];
+
+/// Run as a child by `the_builder_reads_no_environment`: prints whether `Config::builder()`
+/// built the defaults, and whether `Config::from_env()` differs from them.
+#[test]
+#[ignore = "run as a child process by the_builder_reads_no_environment"]
+fn print_the_builder() {
+    let built = Config::builder().url("redis://127.0.0.1:6379").build();
+    let defaults = Config::default();
+    let outcome = match built {
+        Ok(config) if config == defaults => "defaults".to_owned(),
+        Ok(config) => format!("changed:{config:?}"),
+        Err(err) => format!("error:{err}"),
+    };
+    let from_env = if Config::from_env() == defaults {
+        "same"
+    } else {
+        "differs"
+    };
+    println!("builder {outcome} from_env={from_env}");
+}
+
+#[test]
+fn the_builder_reads_no_environment() {
+    let run = |set: bool| {
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child.args(["--ignored", "--exact", "print_the_builder", "--nocapture"]);
+        for var in CONFIG_VARS {
+            child.env_remove(var);
+            if set {
+                // Values that would change the configuration or make it invalid.
+                let value = match var {
+                    "KEYLATCH_REDIS_URL" | "REDIS_URL" => "redis://10.9.9.9:1",
+                    "KEYLATCH_PUBSUB_PATTERNS" | "KEYLATCH_REPLICAS" => "many",
+                    _ => "bogus",
+                };
+                child.env(var, value);
+            }
+        }
+        let output = child.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("builder "))
+            .unwrap_or_else(|| panic!("no reading in {stdout}"))
+            .to_owned()
+    };
+    assert_eq!(run(false), "defaults from_env=same");
+    // The variables change what `from_env` reads, and nothing of what the builder builds.
+    assert_eq!(run(true), "defaults from_env=differs");
 }

@@ -2,6 +2,7 @@
 //! processes the CLI starts.
 
 use keylatch::Config;
+use keylatch::secrecy::ExposeSecret;
 
 use crate::cli::ConnectionArgs;
 use crate::failure::{EX_USAGE, Failure};
@@ -26,7 +27,7 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
                  (ps, /proc); use KEYLATCH_REDIS_PASSWORD or --password-file"
             );
         }
-        config.url = url.clone();
+        config.url = url.as_str().into();
     }
     for url in args.redis.iter().skip(1) {
         if url_has_password(url) {
@@ -37,7 +38,7 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
         }
     }
     if args.tls {
-        config.url = with_tls(&config.url);
+        config.url = with_tls(config.url.expose_secret()).into();
     }
     if let Some(user) = &args.user {
         config.username = Some(user.clone());
@@ -60,7 +61,7 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
                 format!("the password file {} is empty", path.display()),
             ));
         }
-        config.password = Some(password.to_owned());
+        config.password = Some(password.into());
     }
     if let Some(path) = &args.cacert {
         config.tls.ca_file = Some(path.clone());
@@ -105,7 +106,11 @@ pub fn configs_per_server(args: &ConnectionArgs, config: &Config) -> Vec<Config>
         .iter()
         .map(|url| {
             let mut each = config.clone();
-            each.url = if args.tls { with_tls(url) } else { url.clone() };
+            each.url = if args.tls {
+                with_tls(url).into()
+            } else {
+                url.as_str().into()
+            };
             each
         })
         .collect()
@@ -113,7 +118,7 @@ pub fn configs_per_server(args: &ConnectionArgs, config: &Config) -> Vec<Config>
 
 /// Whether a URL carries a password (userinfo or a `password`/`pass` parameter).
 fn url_has_password(url: &str) -> bool {
-    keylatch::core::redact_url(url) != url
+    keylatch::redact_url(url).contains("***")
 }
 
 /// Passes the connection settings to a child keylatch process through its environment (never
@@ -122,17 +127,23 @@ pub fn pass_to(config: &Config, command: &mut tokio::process::Command) {
     for var in SECRET_VARS {
         command.env_remove(var);
     }
-    command.env("KEYLATCH_REDIS_URL", &config.url);
+    command.env("KEYLATCH_REDIS_URL", config.url.expose_secret());
     let pairs = [
         ("KEYLATCH_REDIS_USERNAME", config.username.as_deref()),
-        ("KEYLATCH_REDIS_PASSWORD", config.password.as_deref()),
+        (
+            "KEYLATCH_REDIS_PASSWORD",
+            config.password.as_ref().map(ExposeSecret::expose_secret),
+        ),
         (
             "KEYLATCH_SENTINEL_USERNAME",
             config.sentinel_username.as_deref(),
         ),
         (
             "KEYLATCH_SENTINEL_PASSWORD",
-            config.sentinel_password.as_deref(),
+            config
+                .sentinel_password
+                .as_ref()
+                .map(ExposeSecret::expose_secret),
         ),
     ];
     for (var, value) in pairs {

@@ -79,7 +79,7 @@ pub async fn demo(config: Config) -> Result<u8, Failure> {
     let base = format!("keylatch-demo:{}", client.id());
     println!(
         "keylatch demo against {}: every worker below is a separate OS process\n",
-        keylatch::core::redact_url(&config.url)
+        config.url
     );
     let outcomes = vec![
         fifo(&client, &config, &format!("{base}:fifo")).await?,

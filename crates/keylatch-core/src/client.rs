@@ -127,10 +127,13 @@ async fn runs_cluster(client: &redis::Client, config: &Config, shown: &str) -> R
         .await;
     match info {
         Ok(info) => Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1")),
-        Err(err) if Error::from(err.clone()).is_transient() => {
-            Err(connect_error(shown, config, err))
-        }
-        Err(_) => Ok(false),
+        Err(err) => match Error::from(err.clone()) {
+            // A server that wants credentials refuses INFO first: say so, not what the
+            // script loading that would follow fails with.
+            auth @ Error::Auth(_) => Err(auth),
+            transient if transient.is_transient() => Err(connect_error(shown, config, err)),
+            _ => Ok(false),
+        },
     }
 }
 
@@ -164,8 +167,8 @@ impl Client {
     /// Outside a tokio runtime.
     pub async fn connect(config: Config) -> Result<Client> {
         config.validate()?;
-        let shown = redact(&config.url);
-        let topology = match Endpoint::parse(&config.url)? {
+        let shown = config.url.redacted();
+        let topology = match Endpoint::parse(config.url.expose_secret())? {
             Endpoint::Single => {
                 let client = transport::single_client(&config)?;
                 if runs_cluster(&client, &config, &shown).await? {

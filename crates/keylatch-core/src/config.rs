@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
+
 use crate::error::{Error, Result};
+use crate::redact::SecretUrl;
 use crate::transport::TlsConfig;
 
 /// The URL used when neither `KEYLATCH_REDIS_URL` nor `REDIS_URL` is set.
@@ -10,12 +13,18 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 /// How a [`Client`](crate::Client) connects and how long its holds last.
 ///
-/// Build one with [`Config::builder`] (a few fields changed, the rest defaults), take the
-/// defaults with [`Config::from_env`], or keep it in the application's own configuration file:
-/// it is
-/// `Serialize` and `Deserialize` (feature `serde`, on by default), with durations written as text (`"500ms"`, `"30s"`, `"2m"`;
-/// a bare number is refused, with a message that says to add a unit). `Default` reads no
-/// environment variable.
+/// Build one with [`Config::builder`] (a few fields changed, the rest defaults), read the
+/// environment with [`Config::from_env`] (and change more with
+/// `ConfigBuilder::from(Config::from_env())`), or keep it in the application's own
+/// configuration file: it is `Serialize` and `Deserialize` (feature `serde`, on by default),
+/// with durations written as text (`"500ms"`, `"30s"`, `"2m"`; a bare number is refused, with
+/// a message that says to add a unit). Only [`Config::from_env`] reads environment variables;
+/// `Default` and [`Config::builder`] read none.
+///
+/// Secrets are held in types that cannot be shown or written by accident: the URL is a
+/// [`SecretUrl`] (`Debug`, `Display` and serialization mask its password) and the passwords are
+/// [`SecretString`]s (`Debug` prints `[REDACTED]`; they are read from a configuration file but
+/// never written to one).
 ///
 /// ```
 /// # fn main() -> keylatch::Result<()> {
@@ -29,7 +38,7 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// assert_eq!(config.renewal_interval(), Duration::from_secs(3));
 /// # Ok(()) }
 /// ```
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 #[non_exhaustive]
@@ -39,7 +48,7 @@ pub struct Config {
     /// `redis+sentinel://[user:password@]host:port[,host:port…]/<service-name>[/db]`
     /// (`rediss+sentinel://` for TLS to the sentinels and the data nodes; the URL's
     /// credentials are the data nodes', see [`sentinel_password`](Config::sentinel_password)).
-    pub url: String,
+    pub url: SecretUrl,
     /// The lease of a hold taken without an explicit lease; the watchdog renews it every
     /// third of this while the hold lives. Redisson's default: 30 s.
     #[cfg_attr(feature = "serde", serde(with = "duration"))]
@@ -88,13 +97,15 @@ pub struct Config {
     /// The ACL user, over the URL's (`KEYLATCH_REDIS_USERNAME` in [`Config::from_env`]).
     pub username: Option<String>,
     /// The password, over the URL's (`KEYLATCH_REDIS_PASSWORD` in [`Config::from_env`]).
-    /// Never shown: `Debug` prints `***`.
-    pub password: Option<String>,
+    /// Never shown, never serialized.
+    #[cfg_attr(feature = "serde", serde(skip_serializing))]
+    pub password: Option<SecretString>,
     /// The sentinels' ACL user, when they require one (`KEYLATCH_SENTINEL_USERNAME`).
     pub sentinel_username: Option<String>,
     /// The sentinels' password, when they require one (`KEYLATCH_SENTINEL_PASSWORD`).
-    /// Never shown.
-    pub sentinel_password: Option<String>,
+    /// Never shown, never serialized.
+    #[cfg_attr(feature = "serde", serde(skip_serializing))]
+    pub sentinel_password: Option<SecretString>,
     /// TLS settings for `rediss://` and `rediss+sentinel://` URLs (`KEYLATCH_TLS_CA`,
     /// `KEYLATCH_TLS_CERT`, `KEYLATCH_TLS_KEY`).
     pub tls: TlsConfig,
@@ -143,7 +154,7 @@ pub struct Config {
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
-            .field("url", &crate::redact::redact_url(&self.url))
+            .field("url", &self.url)
             .field("watchdog_timeout", &self.watchdog_timeout)
             .field("connections", &self.connections)
             .field("connect_timeout", &self.connect_timeout)
@@ -171,10 +182,65 @@ impl std::fmt::Debug for Config {
     }
 }
 
+/// Compares every field, the secrets by their contents.
+impl PartialEq for Config {
+    fn eq(&self, other: &Config) -> bool {
+        fn secret(s: &Option<SecretString>) -> Option<&str> {
+            s.as_ref().map(|s| s.expose_secret())
+        }
+        let Config {
+            url,
+            watchdog_timeout,
+            connections,
+            connect_timeout,
+            response_timeout,
+            fallback_poll,
+            subscription_linger,
+            release_timeout,
+            settle_window,
+            shutdown_timeout,
+            hash_tagged_names,
+            username,
+            password,
+            sentinel_username,
+            sentinel_password,
+            tls,
+            replicas,
+            replicas_timeout,
+            sharded_pubsub,
+            pubsub_patterns,
+            coalesce,
+            env_problem,
+        } = self;
+        *url == other.url
+            && *watchdog_timeout == other.watchdog_timeout
+            && *connections == other.connections
+            && *connect_timeout == other.connect_timeout
+            && *response_timeout == other.response_timeout
+            && *fallback_poll == other.fallback_poll
+            && *subscription_linger == other.subscription_linger
+            && *release_timeout == other.release_timeout
+            && *settle_window == other.settle_window
+            && *shutdown_timeout == other.shutdown_timeout
+            && *hash_tagged_names == other.hash_tagged_names
+            && *username == other.username
+            && secret(password) == secret(&other.password)
+            && *sentinel_username == other.sentinel_username
+            && secret(sentinel_password) == secret(&other.sentinel_password)
+            && *tls == other.tls
+            && *replicas == other.replicas
+            && *replicas_timeout == other.replicas_timeout
+            && *sharded_pubsub == other.sharded_pubsub
+            && *pubsub_patterns == other.pubsub_patterns
+            && *coalesce == other.coalesce
+            && *env_problem == other.env_problem
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
-            url: DEFAULT_URL.to_owned(),
+            url: SecretUrl::from(DEFAULT_URL),
             watchdog_timeout: Duration::from_secs(30),
             connections: 2,
             connect_timeout: Duration::from_secs(5),
@@ -206,11 +272,11 @@ impl Config {
     pub fn from_env() -> Config {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let mut config = Config {
-            url: url_from_env(),
+            url: SecretUrl::new(url_from_env()),
             username: var("KEYLATCH_REDIS_USERNAME"),
-            password: var("KEYLATCH_REDIS_PASSWORD"),
+            password: var("KEYLATCH_REDIS_PASSWORD").map(SecretString::from),
             sentinel_username: var("KEYLATCH_SENTINEL_USERNAME"),
-            sentinel_password: var("KEYLATCH_SENTINEL_PASSWORD"),
+            sentinel_password: var("KEYLATCH_SENTINEL_PASSWORD").map(SecretString::from),
             tls: TlsConfig {
                 ca_file: var("KEYLATCH_TLS_CA").map(Into::into),
                 cert_file: var("KEYLATCH_TLS_CERT").map(Into::into),
@@ -259,10 +325,11 @@ impl Config {
         config
     }
 
-    /// A builder starting from [`Config::from_env`].
+    /// A builder starting from the defaults; it reads no environment variable (start from
+    /// the environment with `ConfigBuilder::from(Config::from_env())`).
     pub fn builder() -> ConfigBuilder {
         ConfigBuilder {
-            config: Config::from_env(),
+            config: Config::default(),
         }
     }
 
@@ -277,7 +344,7 @@ impl Config {
     /// [`Error::InvalidConfig`] naming the first bad field.
     pub fn validate(&self) -> Result<()> {
         let bad = |field, reason| Err(Error::InvalidConfig { field, reason });
-        if self.url.trim().is_empty() {
+        if self.url.expose_secret().trim().is_empty() {
             return bad("url", "the url is empty");
         }
         if self.watchdog_timeout < Duration::from_millis(30) {
@@ -349,10 +416,18 @@ pub struct ConfigBuilder {
     config: Config,
 }
 
+/// A builder that changes `config` further, for example the environment's:
+/// `ConfigBuilder::from(Config::from_env()).watchdog_timeout(…).build()`.
+impl From<Config> for ConfigBuilder {
+    fn from(config: Config) -> ConfigBuilder {
+        ConfigBuilder { config }
+    }
+}
+
 impl ConfigBuilder {
     /// The Redis URL.
     pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.config.url = url.into();
+        self.config.url = SecretUrl::new(url);
         self
     }
 
@@ -438,7 +513,7 @@ impl ConfigBuilder {
 
     /// The password, over the URL's (see [`Config::password`]).
     pub fn password(mut self, password: impl Into<String>) -> Self {
-        self.config.password = Some(password.into());
+        self.config.password = Some(SecretString::from(password.into()));
         self
     }
 
@@ -449,7 +524,7 @@ impl ConfigBuilder {
         password: impl Into<String>,
     ) -> Self {
         self.config.sentinel_username = username;
-        self.config.sentinel_password = Some(password.into());
+        self.config.sentinel_password = Some(SecretString::from(password.into()));
         self
     }
 
@@ -567,7 +642,7 @@ mod tests {
             r#"{"url": "redis://10.0.0.1:6380", "watchdog_timeout": "10s", "fallback_poll": "500ms"}"#,
         )
         .unwrap();
-        assert_eq!(config.url, "redis://10.0.0.1:6380");
+        assert_eq!(config.url.expose_secret(), "redis://10.0.0.1:6380");
         assert_eq!(config.watchdog_timeout, Duration::from_secs(10));
         assert_eq!(config.fallback_poll, Duration::from_millis(500));
         assert_eq!(config.connections, 2, "missing fields take their defaults");
@@ -579,6 +654,28 @@ mod tests {
         let written = serde_json::to_string(&config).unwrap();
         assert!(written.contains(r#""watchdog_timeout":"10s""#), "{written}");
         assert_eq!(serde_json::from_str::<Config>(&written).unwrap(), config);
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn secrets_are_read_from_a_file_and_never_written() {
+        let config: Config = serde_json::from_str(
+            r#"{"url": "redis://app:hunter1@db:6379", "password": "hunter2", "sentinel_password": "hunter3"}"#,
+        )
+        .unwrap();
+        assert_eq!(config.url.expose_secret(), "redis://app:hunter1@db:6379");
+        assert_eq!(config.password.as_ref().unwrap().expose_secret(), "hunter2");
+        assert_eq!(
+            config.sentinel_password.as_ref().unwrap().expose_secret(),
+            "hunter3"
+        );
+        let written = serde_json::to_string(&config).unwrap();
+        assert!(!written.contains("hunter"), "{written}");
+        assert!(!written.contains("password"), "{written}");
+        assert!(
+            written.contains(r#""url":"redis://app:***@db:6379""#),
+            "{written}"
+        );
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub use lock::{
     retrying, unbounded, wait_for,
 };
 pub use owner::{Owner, OwnerId};
-pub use redact::redact_url;
+pub use redact::{SecretUrl, redact_url};
 pub use release::HoldRelease;
 pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
 pub use transport::TlsConfig;
@@ -80,3 +80,6 @@ pub use watchdog::{
 pub use deadpool_redis;
 /// The `redis` crate keylatch is built on, so users get the matching version.
 pub use deadpool_redis::redis;
+/// The `secrecy` crate, whose [`SecretString`](secrecy::SecretString) holds the passwords of a
+/// [`Config`].
+pub use secrecy;

@@ -11,6 +11,8 @@ use deadpool_redis::redis::{
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use secrecy::ExposeSecret;
+
 use crate::redact::redact_url;
 
 /// The default port of a Sentinel.
@@ -176,14 +178,15 @@ impl Endpoint {
             None => (None, None),
             Some(info) => {
                 let (user, pass) = info.split_once(':').unwrap_or((info, ""));
+                // Percent-decoded as redis-rs decodes a `redis://` URL's user-info.
                 let decode = |s: &str| {
-                    url::form_urlencoded::parse(format!("x={s}").as_bytes())
-                        .next()
-                        .map(|(_, v)| v.into_owned())
-                        .unwrap_or_default()
+                    percent_encoding::percent_decode_str(s)
+                        .decode_utf8()
+                        .map(|s| s.into_owned())
+                        .map_err(|_| invalid("the user-info is not UTF-8 once percent-decoded"))
                 };
-                let user = Some(decode(user)).filter(|u| !u.is_empty());
-                let pass = Some(decode(pass)).filter(|p| !p.is_empty());
+                let user = Some(decode(user)?).filter(|u| !u.is_empty());
+                let pass = Some(decode(pass)?).filter(|p| !p.is_empty());
                 (user, pass)
             }
         };
@@ -296,21 +299,21 @@ fn redis_settings(
 
 /// A redis-rs client for one server, with the configured TLS settings and credentials.
 pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
-    let shown = redact_url(&config.url);
+    let shown = config.url.redacted();
     let invalid = |source| Error::InvalidUrl {
         url: shown.clone(),
         source,
     };
-    tls_support(is_tls_url(&config.url))?;
+    tls_support(is_tls_url(config.url.expose_secret()))?;
     let info: ConnectionInfo = config
         .url
-        .as_str()
+        .expose_secret()
         .into_connection_info()
         .map_err(invalid)?;
     let settings = redis_settings(
         info.redis_settings().clone(),
         config.username.as_deref(),
-        config.password.as_deref(),
+        config.password.as_ref().map(ExposeSecret::expose_secret),
     );
     let mut addr = info.addr().clone();
     let is_tls = matches!(addr, ConnectionAddr::TcpTls { .. });
@@ -349,7 +352,7 @@ fn warn_insecure(shown: &str) {
 /// A redis-rs Sentinel client that finds `url.service`'s primary, with TLS and credentials
 /// for both the sentinels and the data nodes.
 pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<SentinelClient> {
-    let shown = redact_url(&config.url);
+    let shown = config.url.redacted();
     let invalid = |source| Error::InvalidUrl {
         url: shown.clone(),
         source,
@@ -380,7 +383,11 @@ pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<Sent
         .map_err(invalid)?
         .set_client_to_redis_db(url.db);
     let username = config.username.as_deref().or(url.username.as_deref());
-    let password = config.password.as_deref().or(url.password.as_deref());
+    let password = config
+        .password
+        .as_ref()
+        .map(ExposeSecret::expose_secret)
+        .or(url.password.as_deref());
     if let Some(username) = username {
         builder = builder.set_client_to_redis_username(username);
     }
@@ -390,7 +397,11 @@ pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<Sent
     if let Some(username) = config.sentinel_username.as_deref() {
         builder = builder.set_client_to_sentinel_username(username);
     }
-    if let Some(password) = config.sentinel_password.as_deref() {
+    if let Some(password) = config
+        .sentinel_password
+        .as_ref()
+        .map(ExposeSecret::expose_secret)
+    {
         builder = builder.set_client_to_sentinel_password(password);
     }
     #[cfg(feature = "tls")]
@@ -434,7 +445,7 @@ impl std::fmt::Debug for ClusterSettings {
 impl ClusterSettings {
     /// The settings for `url`'s seed nodes.
     pub(crate) fn from_url(config: &Config, url: &ClusterUrl) -> Result<ClusterSettings> {
-        let shown = redact_url(&config.url);
+        let shown = config.url.redacted();
         if !url.tls && (config.tls.has_files() || config.tls.insecure) {
             return Err(Error::InvalidConfig {
                 field: "tls",
@@ -451,7 +462,11 @@ impl ClusterSettings {
             }
         });
         let username = config.username.clone().or_else(|| url.username.clone());
-        let password = config.password.clone().or_else(|| url.password.clone());
+        let password = config
+            .password
+            .as_ref()
+            .map(|p| p.expose_secret().to_owned())
+            .or_else(|| url.password.clone());
         let settings = redis_settings(
             RedisConnectionInfo::default(),
             username.as_deref(),
@@ -483,12 +498,12 @@ impl ClusterSettings {
 
     /// The settings for a cluster found behind a single server's URL (its node is the seed).
     pub(crate) fn from_node(config: &Config) -> Result<ClusterSettings> {
-        let shown = redact_url(&config.url);
-        tls_support(is_tls_url(&config.url))?;
+        let shown = config.url.redacted();
+        tls_support(is_tls_url(config.url.expose_secret()))?;
         let info: ConnectionInfo =
             config
                 .url
-                .as_str()
+                .expose_secret()
                 .into_connection_info()
                 .map_err(|source| Error::InvalidUrl {
                     url: shown.clone(),
@@ -500,7 +515,8 @@ impl ClusterSettings {
             .or_else(|| info.redis_settings().username().map(str::to_owned));
         let password = config
             .password
-            .clone()
+            .as_ref()
+            .map(|p| p.expose_secret().to_owned())
             .or_else(|| info.redis_settings().password().map(str::to_owned));
         let mut addr = info.addr().clone();
         let tls = match &mut addr {

@@ -61,7 +61,7 @@ impl Client {
     /// [`Error::TlsVerification`](crate::Error::TlsVerification).
     pub async fn connect(url: &str) -> Result<Client> {
         let mut config = Config::default();
-        config.url = url.to_owned();
+        config.url = url.into();
         Client::connect_with(config).await
     }
 
