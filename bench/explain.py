@@ -5,7 +5,7 @@ from analysis import INVERSION_SLACK_NS, KEYLATCH, KEYLATCH_FAIR, KEYLATCH_SEMAP
 
 # How each library was set up and how its waiters learn that the lock is free.
 LIBRARIES = [
-    ("keylatch", "Rust", "tokio tasks, one `Client` (2 multiplexed connections from deadpool, one pub/sub connection)",
+    ("keylatch", "Rust", "tokio tasks, one `Client` (2 multiplexed command connections, one pub/sub connection)",
      "Lua scripts (EVALSHA); waiters subscribe to the lock's channel and are woken by the release's "
      "PUBLISH, bounded by the holder's PTTL", "defaults: watchdog lease 30 s"),
     ("rslock", "Rust", "tokio tasks, one `LockManager` (one multiplexed connection)",
@@ -179,7 +179,7 @@ def where_keylatch_trails(a):
 
 
 def targets(a):
-    """keylatch against the targets of DESIGN.md §6 that these scenarios measure."""
+    """keylatch against the goals it sets itself that these scenarios measure."""
     rows = []
 
     def verdict(ok):
@@ -218,7 +218,7 @@ def targets(a):
     x = f and r and f.get("gap_p50_us") and r.get("gap_p50_us") and f["gap_p50_us"] / r["gap_p50_us"]
     rows.append(("fair lock: hand-off p50", "≤ 1.5 × the reentrant lock's", f"{x:.2f}×" if x else "—",
                  verdict(x <= 1.5 if x else None)))
-    lines = ["### keylatch against its targets (DESIGN §6)", "",
+    lines = ["### keylatch against its own goals", "",
              "| figure | target | this run | |", "|---|---|---|---|"]
     lines += [f"| {a_} | {b} | {c} | {d} |" for a_, b, c, d in rows]
     lines += ["", "The watchdog and pub/sub targets are checked by tests (`tests/tests/scale.rs`), not here."]
