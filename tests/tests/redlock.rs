@@ -343,3 +343,42 @@ async fn a_waiter_is_woken_by_the_release_on_any_server() {
     );
     guard.unlock().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_guard_keeps_every_part_until_its_lease_ends() {
+    let servers = start_servers();
+    let ours = clients(&servers, Duration::from_millis(900)).await;
+    let theirs = clients(&servers, Duration::from_millis(900)).await;
+    let guard = redlock(&ours, "forgotten").lock().await.unwrap();
+    let parts = guard.guards().len();
+    assert!(parts >= 3, "a majority granted: {parts}");
+    guard.forget();
+    // Not released on drop: every part is still held, and nobody else gets the lock.
+    let held = servers
+        .iter()
+        .filter(|s| s.cli(&["EXISTS", "forgotten"]).unwrap().trim() == "1")
+        .count();
+    assert_eq!(held, parts, "every granted part is still held");
+    assert!(
+        redlock(&theirs, "forgotten")
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Not renewed either: the watchdog forgot the parts, so their leases end.
+    for client in &ours {
+        assert_eq!(client.stats().watchdog.holds, 0, "no part is renewed");
+    }
+    let free = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(guard) = redlock(&theirs, "forgotten").try_lock().await.unwrap() {
+                return guard;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the forgotten parts expire with their lease");
+    free.unlock().await.unwrap();
+}

@@ -187,7 +187,17 @@ async fn plain_permits_are_not_owned_and_the_guard_form_follows_the_trait() {
     assert!(!lock.is_locked().await.unwrap());
     let guard = lock.lock().await.unwrap();
     assert!(lock.is_locked().await.unwrap(), "no permit left: locked");
-    assert!(!lock.force_unlock().await.unwrap());
+    let refused = lock.force_unlock().await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::Unsupported {
+                operation: "force_unlock",
+                ..
+            }
+        ),
+        "{refused}"
+    );
     assert_eq!(
         semaphore.available_permits().await.unwrap(),
         0,
@@ -319,7 +329,18 @@ async fn expirable_leases_watchdog_updates_and_releases_by_id() {
     let g2 = lock.lock_with_lease(Duration::from_secs(30)).await.unwrap();
     assert!(lock.is_locked().await.unwrap());
     assert!(lock.try_lock().await.unwrap().is_none());
-    assert!(!lock.force_unlock().await.unwrap());
+    let refused = lock.force_unlock().await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::Unsupported {
+                operation: "force_unlock",
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     g1.unlock().await.unwrap();
     drop(g2);
     a.wait_idle().await;

@@ -76,7 +76,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// Tracing on stderr: `RUST_LOG` when set (e.g. `RUST_LOG=keylatch_core=debug`), else warnings
+/// Tracing on stderr: `RUST_LOG` when set (e.g. `RUST_LOG=keylatch=debug`), else warnings
 /// and errors, `-v` debug, `-vv` trace. Colour only on a terminal.
 fn init_tracing(verbose: u8) {
     use std::io::IsTerminal;

@@ -441,7 +441,7 @@ impl Client {
         Ok(Acquisition {
             _active: Done::enter(&self.inner.active),
             primitive,
-            span: tracing::debug_span!(
+            span: tracing::debug_span!(target: "keylatch::client",
                 "keylatch.acquire",
                 primitive,
                 lock = tracing::field::Empty,
@@ -504,7 +504,7 @@ impl Client {
                             let _ = release.release_if_count(owner, 1).await;
                         }
                         Err(err) => {
-                            tracing::warn!(error = %err, "shutdown: a release failed");
+                            tracing::warn!(target: "keylatch::client", error = %err, "shutdown: a release failed");
                             return;
                         }
                     }
@@ -536,7 +536,7 @@ impl Client {
         if holds == 0 && pending == 0 {
             return;
         }
-        tracing::warn!(
+        tracing::warn!(target: "keylatch::client",
             holds,
             pending,
             "keylatch client dropped with live holds and no shutdown(): releasing them in the \
@@ -562,7 +562,7 @@ impl Client {
             return;
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!("no tokio runtime: the lease will end the hold");
+            tracing::debug!(target: "keylatch::client", "no tokio runtime: the lease will end the hold");
             return;
         };
         let done = Done::enter(&self.inner.background);
@@ -571,9 +571,9 @@ impl Client {
             match work.await {
                 Ok(()) => {}
                 Err(Error::NotHeld { name }) => {
-                    tracing::debug!(lock = %name, "background release: already released");
+                    tracing::debug!(target: "keylatch::client", lock = %name, "background release: already released");
                 }
-                Err(err) => tracing::warn!(error = %err, "background release failed"),
+                Err(err) => tracing::warn!(target: "keylatch::client", error = %err, "background release failed"),
             }
         });
     }
@@ -666,7 +666,7 @@ impl Drop for Acquisition {
             u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
         );
         self.span
-            .in_scope(|| tracing::debug!(outcome, "acquisition ended"));
+            .in_scope(|| tracing::debug!(target: "keylatch::client", outcome, "acquisition ended"));
         crate::telemetry::acquisition(self.primitive, outcome, waited);
     }
 }

@@ -259,7 +259,7 @@ pub(crate) async fn run(
             Next::Done(values) => return Ok(values),
             Next::Fail(err) => return Err(err),
             Next::Reload => {
-                tracing::debug!(key, "NOSCRIPT on a cluster node: script reloaded");
+                tracing::debug!(target: "keylatch::connection", key, "NOSCRIPT on a cluster node: script reloaded");
                 crate::telemetry::round_trip();
                 reload = true;
             }
@@ -272,7 +272,7 @@ pub(crate) async fn run(
                         "too many redirections",
                     )));
                 }
-                tracing::debug!(key, target = ?next, "cluster redirection");
+                tracing::debug!(target: "keylatch::connection", key, target = ?next, "cluster redirection");
                 target = next;
             }
             Next::Later(next) => {
@@ -423,7 +423,7 @@ async fn node_batch(
         let mut pipe = redis::pipe();
         if reload {
             crate::telemetry::round_trip();
-            tracing::debug!(node = ?node, "NOSCRIPT on a cluster node: scripts reloaded");
+            tracing::debug!(target: "keylatch::connection", node = ?node, "NOSCRIPT on a cluster node: scripts reloaded");
             for script in &scripts {
                 pipe.add_command(script.load_cmd(sharded));
             }

@@ -364,7 +364,7 @@ impl Commands {
         generation: u64,
     ) -> Result<Value> {
         self.script_reloads.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
+        tracing::debug!(target: "keylatch::connection", script = call.script().name(), "NOSCRIPT: script reloaded");
         crate::telemetry::round_trip();
         let mut pipe = redis::pipe();
         pipe.add_command(call.script().load_cmd(false)).ignore();
@@ -415,7 +415,7 @@ impl Commands {
             pipe.ignore_errors();
             if reload {
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(script = call.script().name(), "NOSCRIPT: script reloaded");
+                tracing::debug!(target: "keylatch::connection", script = call.script().name(), "NOSCRIPT: script reloaded");
                 crate::telemetry::round_trip();
                 pipe.add_command(call.script().load_cmd(false));
             }
@@ -461,7 +461,7 @@ impl Commands {
             Err(e) => return Err(map_error(e)),
         };
         if acknowledged < replicas {
-            tracing::warn!(
+            tracing::warn!(target: "keylatch::connection",
                 key,
                 acknowledged,
                 wanted = replicas,
@@ -502,7 +502,7 @@ impl Commands {
             .map_err(|e| self.map_error(e, first_key, index, generation))?;
         if replies.iter().any(|r| r.as_ref().is_err_and(is_noscript)) {
             self.script_reloads.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(calls = calls.len(), "NOSCRIPT: scripts reloaded");
+            tracing::debug!(target: "keylatch::connection", calls = calls.len(), "NOSCRIPT: scripts reloaded");
             crate::telemetry::round_trip();
             let mut loaded: Vec<&'static LuaScript> = Vec::new();
             for call in calls {

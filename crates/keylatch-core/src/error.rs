@@ -197,6 +197,17 @@ pub enum Error {
     /// The client has been shut down.
     #[error("the keylatch client is closed")]
     Closed,
+    /// The primitive has no such operation, for a reason it names; nothing was sent. For
+    /// example `force_unlock` on a semaphore's lock view: permits have no holder to evict.
+    #[error("{primitive} does not support {operation}: {reason}")]
+    Unsupported {
+        /// The primitive (`"semaphore"`, …).
+        primitive: &'static str,
+        /// The operation asked for.
+        operation: &'static str,
+        /// Why, and what to use instead.
+        reason: &'static str,
+    },
     /// Replica acknowledgement ([`Config::replicas`](crate::Config::replicas)): fewer replicas
     /// than asked for confirmed the acquisition within
     /// [`Config::replicas_timeout`](crate::Config::replicas_timeout), so a failover could

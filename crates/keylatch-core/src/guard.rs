@@ -43,7 +43,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let held = self.since.elapsed();
-        tracing::debug!(
+        tracing::debug!(target: "keylatch::lock",
             key = self.hold.key(),
             field = self.hold.field(),
             held_us = u64::try_from(held.as_micros()).unwrap_or(u64::MAX),
@@ -154,7 +154,7 @@ impl LockGuard {
             return Ok(());
         };
         let limit = inner.client.config().release_timeout;
-        let span = tracing::debug_span!(
+        let span = tracing::debug_span!(target: "keylatch::lock",
             "keylatch.release",
             key = inner.hold.key(),
             field = inner.hold.field(),

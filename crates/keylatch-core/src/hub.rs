@@ -632,7 +632,7 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                     // Refused (an ACL user without `+punsubscribe`): the pattern stays on the
                     // server until the connection closes, so use no more of them.
                     Err(err) if is_refusal(&err) => {
-                        tracing::debug!(error = %err, "pub/sub: PUNSUBSCRIBE refused; exact channels from now on");
+                        tracing::debug!(target: "keylatch::pubsub", error = %err, "pub/sub: PUNSUBSCRIBE refused; exact channels from now on");
                         shared.patterns_denied.store(true, Ordering::Relaxed);
                     }
                     Err(_) => unsubscribed = false,
@@ -684,7 +684,7 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                 }
             }
             for (name, _) in &denied {
-                tracing::warn!(channel = %name, "pub/sub: the ACL user may not subscribe");
+                tracing::warn!(target: "keylatch::pubsub", channel = %name, "pub/sub: the ACL user may not subscribe");
                 if let Some(channel) = state.channels.get_mut(name) {
                     channel.denied = true;
                 }
@@ -696,7 +696,7 @@ async fn reconcile(shared: &HubShared) -> (bool, Option<Instant>) {
                 // Any refusal (`NOPERM`: an ACL user's channel rules match a pattern only
                 // literally; a renamed or missing command): exact channels for good.
                 Err(err) if is_refusal(&err) => {
-                    tracing::debug!(error = %err, "pub/sub: patterns refused; exact channels from now on");
+                    tracing::debug!(target: "keylatch::pubsub", error = %err, "pub/sub: patterns refused; exact channels from now on");
                     true
                 }
                 Err(_) => return (false, None),
@@ -772,7 +772,7 @@ fn is_noperm(err: &redis::RedisError) -> bool {
 
 fn dispatch(shared: &HubShared, channel: &str, payload: &[u8]) {
     shared.messages.fetch_add(1, Ordering::Relaxed);
-    tracing::trace!(channel, "wake-up message");
+    tracing::trace!(target: "keylatch::pubsub", channel, "wake-up message");
     let state = shared.state.lock().expect("hub lock");
     if let Some(entry) = state.channels.get(channel) {
         entry.wake(payload);
@@ -932,7 +932,7 @@ async fn read_loop(
         if !first {
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
             let channels = hub.state.lock().expect("hub lock").channels.len();
-            tracing::info!(channels, "pub/sub reconnected; channels resubscribed");
+            tracing::info!(target: "keylatch::pubsub", channels, "pub/sub reconnected; channels resubscribed");
             wake_everyone(&hub);
             // The server may have restarted or been replaced: the watchdog checks every hold
             // now rather than at its next renewal.
@@ -982,7 +982,7 @@ async fn cluster_read_loop(
         let conn = match connection {
             Ok(conn) => conn,
             Err(err) => {
-                tracing::debug!(error = %err, "pub/sub: cannot connect to the cluster");
+                tracing::debug!(target: "keylatch::pubsub", error = %err, "pub/sub: cannot connect to the cluster");
                 drop(hub);
                 backoff.wait().await;
                 continue;
@@ -1030,7 +1030,7 @@ async fn cluster_read_loop(
                         _ => false,
                     };
                     if changed {
-                        tracing::info!("pub/sub: the cluster's slot map changed; subscribing afresh");
+                        tracing::info!(target: "keylatch::pubsub", "pub/sub: the cluster's slot map changed; subscribing afresh");
                         break;
                     }
                 }
@@ -1086,7 +1086,7 @@ fn on_push(hub: &HubShared, push: redis::PushInfo, reconnected: &Notify) -> bool
             channel.inbox.notify.notify_waiters();
             drop(state);
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(channel = %name, "pub/sub: the server dropped a subscription (its slot moved); subscribing again");
+            tracing::info!(target: "keylatch::pubsub", channel = %name, "pub/sub: the server dropped a subscription (its slot moved); subscribing again");
             let _ = hub.commands.send(HubCommand(None));
             false
         }

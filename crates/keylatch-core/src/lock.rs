@@ -363,7 +363,7 @@ where
                 if deadline.is_some_and(|d| d <= Instant::now() + backoff) {
                     return Err(err);
                 }
-                tracing::debug!(error = %err, "transient failure; retrying the acquire");
+                tracing::debug!(target: "keylatch::lock", error = %err, "transient failure; retrying the acquire");
                 backoff
             }
             Err(err) => return Err(err),

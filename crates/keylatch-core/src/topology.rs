@@ -211,7 +211,7 @@ impl Topology {
             *primary.lock().expect("primary lock") = None;
         }
         self.moves.send_modify(|n| *n += 1);
-        tracing::info!(why, "the primary may have moved: reconnecting");
+        tracing::info!(target: "keylatch::connection", why, "the primary may have moved: reconnecting");
     }
 
     /// A connection failed: with Sentinel, look the primary up again before the next one.
@@ -246,7 +246,7 @@ impl Topology {
                         after: self.connect_timeout,
                     })?
                     .map_err(|source| self.connect_error(source))?;
-                tracing::debug!(service = %service, "primary found through the sentinels");
+                tracing::debug!(target: "keylatch::connection", service = %service, "primary found through the sentinels");
                 *primary.lock().expect("primary lock") = Some(found.clone());
                 Ok(found)
             }
@@ -367,7 +367,7 @@ impl Topology {
                 let stream = match topology.sentinel_events().await {
                     Ok(stream) => stream,
                     Err(err) => {
-                        tracing::debug!(error = %err, "sentinel events: cannot subscribe");
+                        tracing::debug!(target: "keylatch::connection", error = %err, "sentinel events: cannot subscribe");
                         drop(topology);
                         backoff.wait().await;
                         continue;

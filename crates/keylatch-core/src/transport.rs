@@ -342,7 +342,7 @@ pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
 
 /// Says loudly that a connection trusts any certificate.
 fn warn_insecure(shown: &str) {
-    tracing::warn!(
+    tracing::warn!(target: "keylatch::connection",
         url = %shown,
         "TLS certificate verification is OFF: anyone on the network path can impersonate the \
          server; use a CA file instead"

@@ -334,7 +334,7 @@ struct HoldEntry {
 /// Says that a hold is lost: a `warn` event with the key, the field and how long it was held.
 fn report_lost(key: &HoldKey, entry: &HoldEntry, why: &'static str) {
     crate::telemetry::hold_lost();
-    tracing::warn!(
+    tracing::warn!(target: "keylatch::watchdog",
         key = %key.key(),
         field = %key.field(),
         held_ms = u64::try_from(entry.since.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -877,12 +877,12 @@ async fn tick(shared: &Shared, commands: &Commands) {
             .into_iter()
             .map(|reply| {
                 reply
-                    .inspect_err(|err| tracing::warn!(error = %err, "renewal failed; retrying"))
+                    .inspect_err(|err| tracing::warn!(target: "keylatch::watchdog", error = %err, "renewal failed; retrying"))
                     .ok()
             })
             .collect(),
         Err(err) => {
-            tracing::warn!(
+            tracing::warn!(target: "keylatch::watchdog", 
                 error = %err,
                 calls = groups.len(),
                 "renewal failed; retrying"

@@ -121,9 +121,10 @@ impl FairLock {
     /// Issue a fencing token with every acquisition (string `redisson_lock_token:{name}`,
     /// incremented per acquisition, never expires).
     #[must_use]
-    pub fn with_fencing(mut self, enabled: bool) -> Self {
-        self.fencing = enabled;
-        self
+    pub fn with_fencing(&self, enabled: bool) -> Self {
+        let mut handle = self.clone();
+        handle.fencing = enabled;
+        handle
     }
 
     /// How long a waiter of this handle keeps its place in the queue if its process stops
@@ -132,9 +133,10 @@ impl FairLock {
     /// loses its place. Between [`MIN_WAITER_TIMEOUT`] and [`MAX_LEASE`]; a value outside is
     /// reported by the next acquire ([`Error::InvalidConfig`]).
     #[must_use]
-    pub fn with_waiter_timeout(mut self, timeout: Duration) -> Self {
-        self.waiter_timeout = timeout;
-        self
+    pub fn with_waiter_timeout(&self, timeout: Duration) -> Self {
+        let mut handle = self.clone();
+        handle.waiter_timeout = timeout;
+        handle
     }
 
     /// Whether this handle's waiters accept the lock handed to them on release (default
@@ -152,9 +154,10 @@ impl FairLock {
     /// its deadline would have. A wait that ends before it takes the grant (cancelled, timed
     /// out) releases it as it leaves the queue, and the lock goes to the next waiter.
     #[must_use]
-    pub fn with_direct_grant(mut self, enabled: bool) -> Self {
-        self.direct_grant = enabled;
-        self
+    pub fn with_direct_grant(&self, enabled: bool) -> Self {
+        let mut handle = self.clone();
+        handle.direct_grant = enabled;
+        handle
     }
 
     /// The lock name (the hash key).

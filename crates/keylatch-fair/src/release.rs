@@ -110,7 +110,7 @@ impl LeaveGuard {
         match leave(&job.client, &job.keys, &job.waiter).await {
             Ok(()) => self.armed = None,
             Err(err) => {
-                tracing::debug!(lock = %job.keys.name, error = %err, "leaving the queue: retrying in the background");
+                tracing::debug!(target: "keylatch::fair", lock = %job.keys.name, error = %err, "leaving the queue: retrying in the background");
             }
         }
     }

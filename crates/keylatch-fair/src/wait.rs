@@ -283,7 +283,7 @@ impl FairLock {
             request.renewal,
             until,
         );
-        tracing::debug!(lock = %name, waiter = request.field, "the lock was handed to this waiter");
+        tracing::debug!(target: "keylatch::fair", lock = %name, waiter = request.field, "the lock was handed to this waiter");
         subscription.letter_used();
         Some(self.guard(request, hold, token))
     }
@@ -311,7 +311,7 @@ impl FairLock {
             return;
         }
         if refresh.is_some() {
-            tracing::debug!(lock = %self.keys.name, waiter = field, "waiter was evicted: queued again");
+            tracing::debug!(target: "keylatch::fair", lock = %self.keys.name, waiter = field, "waiter was evicted: queued again");
         }
         *refresh = None;
         *refresh = Some(self.client.watchdog().register(

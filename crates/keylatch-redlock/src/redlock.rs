@@ -111,15 +111,16 @@ impl RedLock {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when `servers` is less than the number of locks.
-    pub fn with_servers(mut self, servers: usize) -> Result<RedLock> {
+    pub fn with_servers(&self, servers: usize) -> Result<RedLock> {
         if servers < self.parts.len() {
             return Err(Error::InvalidConfig {
                 field: "servers",
                 reason: "fewer servers than locks",
             });
         }
-        self.servers = servers;
-        Ok(self)
+        let mut handle = self.clone();
+        handle.servers = servers;
+        Ok(handle)
     }
 
     /// How long one server may take to answer an attempt (50 ms by default); keep it far below
@@ -127,21 +128,23 @@ impl RedLock {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for zero.
-    pub fn with_server_timeout(mut self, timeout: Duration) -> Result<RedLock> {
+    pub fn with_server_timeout(&self, timeout: Duration) -> Result<RedLock> {
         if timeout.is_zero() {
             return Err(Error::InvalidConfig {
                 field: "server_timeout",
                 reason: "must be positive",
             });
         }
-        self.server_timeout = timeout;
-        Ok(self)
+        let mut handle = self.clone();
+        handle.server_timeout = timeout;
+        Ok(handle)
     }
 
     /// The longest random pause between two attempts (200 ms by default).
-    pub fn with_retry_delay(mut self, delay: Duration) -> RedLock {
-        self.retry_delay = delay;
-        self
+    pub fn with_retry_delay(&self, delay: Duration) -> RedLock {
+        let mut handle = self.clone();
+        handle.retry_delay = delay;
+        handle
     }
 
     /// How many servers must grant the lock: a majority.
@@ -471,5 +474,14 @@ impl RedLockGuard {
     pub async fn unlock(self) -> Result<()> {
         let results = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;
         results.into_iter().collect()
+    }
+
+    /// Keeps the lock on every server without releasing it: no renewal, no release on drop
+    /// (see [`LockGuard::forget`]). Each part stays until its lease ends or someone releases
+    /// it. For a deliberate hand-over.
+    pub fn forget(self) {
+        for guard in self.guards {
+            guard.forget();
+        }
     }
 }

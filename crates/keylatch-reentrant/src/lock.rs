@@ -82,9 +82,10 @@ impl ReentrantLock {
     /// Issue a fencing token with every acquisition (string `redisson_lock_token:{name}`,
     /// incremented per acquisition, never expires).
     #[must_use]
-    pub fn with_fencing(mut self, enabled: bool) -> Self {
-        self.fencing = enabled;
-        self
+    pub fn with_fencing(&self, enabled: bool) -> Self {
+        let mut handle = self.clone();
+        handle.fencing = enabled;
+        handle
     }
 
     /// The lock name (the hash key).

@@ -89,16 +89,18 @@ impl RwLock {
 
     /// Fencing tokens on the write side: see [`WriteLock::with_fencing`].
     #[must_use]
-    pub fn with_fencing(mut self, enabled: bool) -> Self {
-        self.fencing = enabled;
-        self
+    pub fn with_fencing(&self, enabled: bool) -> Self {
+        let mut handle = self.clone();
+        handle.fencing = enabled;
+        handle
     }
 
     /// See [`WriteLock::with_writer_intent_timeout`] (default 5 s).
     #[must_use]
-    pub fn with_writer_intent_timeout(mut self, timeout: Duration) -> Self {
-        self.intent_timeout = timeout;
-        self
+    pub fn with_writer_intent_timeout(&self, timeout: Duration) -> Self {
+        let mut handle = self.clone();
+        handle.intent_timeout = timeout;
+        handle
     }
 
     /// The lock name (the hash key).

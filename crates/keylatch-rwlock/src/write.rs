@@ -88,9 +88,10 @@ impl WriteLock {
     /// acquire starts: at least 30 ms and at most [`MAX_LEASE`], else
     /// [`Error::InvalidConfig`].
     #[must_use]
-    pub fn with_writer_intent_timeout(mut self, timeout: Duration) -> Self {
-        self.intent_timeout = timeout;
-        self
+    pub fn with_writer_intent_timeout(&self, timeout: Duration) -> Self {
+        let mut handle = self.clone();
+        handle.intent_timeout = timeout;
+        handle
     }
 
     /// Issue a fencing token with every write acquisition (string
@@ -98,9 +99,10 @@ impl WriteLock {
     /// counter a reentrant or fair lock of the name would use):
     /// [`LockGuard::fencing_token`].
     #[must_use]
-    pub fn with_fencing(mut self, enabled: bool) -> Self {
-        self.fencing = enabled;
-        self
+    pub fn with_fencing(&self, enabled: bool) -> Self {
+        let mut handle = self.clone();
+        handle.fencing = enabled;
+        handle
     }
 
     /// The lock name (the hash key).

@@ -2,7 +2,7 @@
 //! lock trait.
 
 use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, Client, DistributedLock, LockGuard, Result};
+use keylatch_core::{AcquireOptions, Client, DistributedLock, Error, LockGuard, Result};
 
 use crate::expirable::PermitExpirableSemaphore;
 
@@ -15,7 +15,7 @@ use crate::expirable::PermitExpirableSemaphore;
 ///   with a lease it ends after the lease. `lost` fires as for any lock.
 /// - **Fairness**: none. **Reentrancy**: none; each `lock` takes another permit.
 /// - `is_locked` is true when no permit is available; `force_unlock` changes nothing and
-///   returns `false` (permits belong to their ids; release one by id with
+///   fails with [`Error::Unsupported`] (permits belong to their ids; release one by id with
 ///   [`PermitExpirableSemaphore::release`]).
 #[derive(Clone, Debug)]
 pub struct ExpirableSemaphoreLock {
@@ -56,6 +56,10 @@ impl DistributedLock for ExpirableSemaphoreLock {
 
     async fn force_unlock(&self) -> Result<bool> {
         self.semaphore.shared.client.validate_name(self.name())?;
-        Ok(false)
+        Err(Error::Unsupported {
+            primitive: "permit-expirable semaphore",
+            operation: "force_unlock",
+            reason: "permits belong to their ids; release one with PermitExpirableSemaphore::release",
+        })
     }
 }

@@ -1,7 +1,7 @@
 //! `SemaphoreLock`: one permit of a [`Semaphore`] behind the shared lock trait.
 
 use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, Client, DistributedLock, LockGuard, Result};
+use keylatch_core::{AcquireOptions, Client, DistributedLock, Error, LockGuard, Result};
 
 use crate::semaphore::Semaphore;
 use crate::semaphore_permit::SemaphorePermit;
@@ -20,8 +20,8 @@ use crate::semaphore_permit::SemaphorePermit;
 /// - **Fairness**: none (see [`Semaphore`]). **Reentrancy**: none; each `lock` takes another
 ///   permit, so a task holding the last permit that locks again waits for someone else.
 /// - `is_locked` is true when no permit is available; `force_unlock` changes nothing and
-///   returns `false` (permits are not owned, so there is no holder to evict; give permits back
-///   with [`Semaphore::release`]).
+///   fails with [`Error::Unsupported`] (permits are not owned, so there is no holder to
+///   evict; give permits back with [`Semaphore::release`]).
 ///
 /// ```no_run
 /// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
@@ -73,6 +73,10 @@ impl DistributedLock for SemaphoreLock {
 
     async fn force_unlock(&self) -> Result<bool> {
         self.semaphore.shared.client.validate_name(self.name())?;
-        Ok(false)
+        Err(Error::Unsupported {
+            primitive: "semaphore",
+            operation: "force_unlock",
+            reason: "permits have no holder to evict; give permits back with Semaphore::release",
+        })
     }
 }

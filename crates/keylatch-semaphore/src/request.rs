@@ -172,7 +172,7 @@ pub(crate) async fn run_idempotent(
     let mut attempts = 0;
     loop {
         if Instant::now() >= last_send {
-            tracing::warn!(
+            tracing::warn!(target: "keylatch::semaphore",
                 script = call.script().name(),
                 key = call.first_key(),
                 "the request window passed: the outcome of this semaphore call stays unknown"
@@ -185,7 +185,7 @@ pub(crate) async fn run_idempotent(
         match client.eval_value(call).await {
             Ok(value) => return Ok((value, attempts)),
             Err(err) if retriable(&err) => {
-                tracing::debug!(error = %err, script = call.script().name(), "retrying");
+                tracing::debug!(target: "keylatch::semaphore", error = %err, script = call.script().name(), "retrying");
                 backoff.wait().await;
             }
             Err(err) => return Err(err),

@@ -100,9 +100,10 @@ impl Semaphore {
     /// held across such a loss are not known to the new semaphore: given back later, they
     /// come on top of `permits`.
     #[must_use]
-    pub fn with_permits(mut self, permits: u32) -> Self {
-        self.recreate = permits.min(MAX_PERMITS as u32);
-        self
+    pub fn with_permits(&self, permits: u32) -> Self {
+        let mut handle = self.clone();
+        handle.recreate = permits.min(MAX_PERMITS as u32);
+        handle
     }
 
     /// The semaphore's name (the key of the permit count).

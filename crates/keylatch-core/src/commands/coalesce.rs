@@ -320,7 +320,7 @@ impl Commands {
             if !load.is_empty() {
                 reloads += 1;
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("NOSCRIPT: batch scripts reloaded");
+                tracing::debug!(target: "keylatch::connection", "NOSCRIPT: batch scripts reloaded");
                 crate::telemetry::round_trip();
                 let mut reload = redis::pipe();
                 for cmd in load.iter().filter_map(|script| script.batched_load_cmd()) {
