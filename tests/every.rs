@@ -67,10 +67,13 @@ pub async fn primitive_pairs(
     ])
 }
 
-/// For every primitive: `holder` acquires with a long lease, `waiter` waits, the holder
-/// releases after 100 ms, the waiter acquires and releases. Asserts that each waiter got the
-/// lock before the lease could have ended it, and that wake-up messages reached the waiter's
-/// client. Returns how many primitives ran.
+/// For every primitive: `holder` acquires with a long lease; the server must then say the
+/// lock is taken and the waiter's try must be refused; `waiter` waits (it must still be
+/// waiting when the holder releases after 100 ms), acquires before the lease could have ended
+/// the hold, the server says it is taken, the waiter releases and the server says it is free.
+/// Asserts that a wake-up message reached the waiter's client for each primitive that ran. Returns how many primitives
+/// passed every one of these checks: a primitive whose operation failed, was skipped or did
+/// not exclude is not counted (what went wrong is printed).
 pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &str) -> usize {
     assert!(
         waiter.config().fallback_poll >= LONG_LEASE,
@@ -80,61 +83,112 @@ pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &s
         .await
         .expect("set up the semaphores");
     let messages_before = waiter.core().hub().messages();
+    let mut ran = 0;
     for (what, held, waited) in &pairs {
-        let guard = held
-            .acquire(AcquireOptions::new().with_lease(LONG_LEASE))
-            .await
-            .unwrap_or_else(|err| panic!("{what}: the holder's acquire failed: {err}"))
-            .expect("an unbounded acquire returns a guard");
-        let waited = waited.clone();
-        let started = tokio::time::Instant::now();
-        let waiting = tokio::spawn(async move {
-            let guard = waited
-                .acquire(AcquireOptions::new().with_wait(LONG_LEASE * 2))
-                .await;
-            (guard, started.elapsed())
-        });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        guard
-            .unlock()
-            .await
-            .unwrap_or_else(|err| panic!("{what}: the holder's unlock failed: {err}"));
-        let (guard, after) = waiting.await.expect("the waiting task");
-        let guard = guard
-            .unwrap_or_else(|err| panic!("{what}: the waiter's acquire failed: {err}"))
-            .unwrap_or_else(|| panic!("{what}: the waiter timed out"));
-        println!("{what}: the waiter acquired {after:?} after it started waiting");
-        assert!(
-            after < LONG_LEASE / 2,
-            "{what}: the waiter was not woken by the release ({after:?})"
-        );
-        guard
-            .unlock()
-            .await
-            .unwrap_or_else(|err| panic!("{what}: the waiter's unlock failed: {err}"));
+        match exercise(held, waited).await {
+            Ok(()) => ran += 1,
+            Err(failure) => println!("{what}: FAILED: {failure}"),
+        }
     }
+    // Each run that passed was woken by a message.
     let messages = waiter.core().hub().messages() - messages_before;
     assert!(
-        messages >= pairs.len() as u64,
-        "{messages} wake-up messages for {} primitives",
-        pairs.len()
+        messages >= ran as u64,
+        "{messages} wake-up messages for {ran} primitives that ran"
     );
-    pairs.len()
+    ran
+}
+
+/// One primitive's run of [`exercise_every_primitive`]; what went wrong, if anything.
+async fn exercise(
+    held: &Arc<dyn DistributedLock>,
+    waited: &Arc<dyn DistributedLock>,
+) -> Result<(), String> {
+    let taken = |lock: &Arc<dyn DistributedLock>, who: &'static str| {
+        let lock = lock.clone();
+        async move {
+            lock.is_locked()
+                .await
+                .map_err(|err| format!("asking the server whether it is taken ({who}): {err}"))
+        }
+    };
+    if taken(held, "before").await? {
+        return Err("taken before the holder acquired it".into());
+    }
+    let guard = held
+        .acquire(AcquireOptions::new().with_lease(LONG_LEASE))
+        .await
+        .map_err(|err| format!("the holder's acquire failed: {err}"))?
+        .ok_or("an unbounded acquire returned no guard")?;
+    if !taken(held, "held").await? {
+        return Err("the server does not have the holder's hold".into());
+    }
+    match waited.try_lock().await {
+        Ok(None) => {}
+        Ok(Some(_)) => return Err("the waiter acquired it while the holder held it".into()),
+        Err(err) => return Err(format!("the waiter's try failed: {err}")),
+    }
+    let waiting_for = waited.clone();
+    let started = tokio::time::Instant::now();
+    let waiting = tokio::spawn(async move {
+        let guard = waiting_for
+            .acquire(AcquireOptions::new().with_wait(LONG_LEASE * 2))
+            .await;
+        (guard, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    if waiting.is_finished() {
+        let (guard, after) = waiting.await.map_err(|err| err.to_string())?;
+        return Err(format!(
+            "the waiter's acquire ended after {after:?}, before the holder released: {:?}",
+            guard.map(|g| g.is_some())
+        ));
+    }
+    guard
+        .unlock()
+        .await
+        .map_err(|err| format!("the holder's unlock failed: {err}"))?;
+    let (guard, after) = waiting
+        .await
+        .map_err(|err| format!("the waiting task: {err}"))?;
+    let guard = guard
+        .map_err(|err| format!("the waiter's acquire failed: {err}"))?
+        .ok_or("the waiter timed out")?;
+    println!(
+        "{}: the waiter acquired {after:?} after it started waiting",
+        held.name()
+    );
+    if after >= LONG_LEASE / 2 {
+        return Err(format!(
+            "the waiter was not woken by the release ({after:?})"
+        ));
+    }
+    if !taken(waited, "waiter").await? {
+        return Err("the server does not have the waiter's hold".into());
+    }
+    guard
+        .unlock()
+        .await
+        .map_err(|err| format!("the waiter's unlock failed: {err}"))?;
+    if taken(held, "after").await? || taken(waited, "after").await? {
+        return Err("still taken after both released".into());
+    }
+    Ok(())
 }
 
 /// Every primitive of each of `names` held by `holder` while `storm` starts waits on them and
 /// drops them at every stage (before sending, in flight, subscribed, queued); then the holds
 /// are released. Asserts that nothing is left on any of `nodes` (the servers, or a cluster's
 /// primaries): no hold, queue entry or taken permit (a semaphore keeps its one permit), no
-/// subscription, classic or sharded, and none in `storm`. Returns how many waits were
-/// dropped.
+/// subscription, classic or sharded, and none in `storm`. Every aborted wait is awaited:
+/// returns how many ended cancelled, and how the others ended.
 pub async fn cancellation_storm(
     holder: &Client,
     storm: &Client,
     names: &[String],
     nodes: &[&RedisServer],
-) -> usize {
-    let mut dropped = 0;
+) -> StormTally {
+    let mut tally = StormTally::default();
     for name in names {
         let pairs = primitive_pairs(holder, storm, name).await.unwrap();
         let mut guards = Vec::new();
@@ -142,7 +196,7 @@ pub async fn cancellation_storm(
             guards.push(held.acquire(AcquireOptions::new()).await.unwrap().unwrap());
         }
         for round in 0..10u64 {
-            for (_, _, waiter) in &pairs {
+            for (what, _, waiter) in &pairs {
                 let waiter = waiter.clone();
                 let acquiring = tokio::spawn(async move {
                     waiter
@@ -151,7 +205,19 @@ pub async fn cancellation_storm(
                 });
                 tokio::time::sleep(Duration::from_micros(round * 700)).await;
                 acquiring.abort();
-                dropped += 1;
+                // The lock is held throughout: a wait can only end by being cancelled.
+                match acquiring.await {
+                    Err(err) if err.is_cancelled() => tally.cancelled += 1,
+                    Err(err) => tally
+                        .finished
+                        .push(format!("{what}: the task failed: {err}")),
+                    Ok(Ok(Some(guard))) => {
+                        tally.finished.push(format!("{what}: acquired while held"));
+                        drop(guard);
+                    }
+                    Ok(Ok(None)) => tally.finished.push(format!("{what}: timed out")),
+                    Ok(Err(err)) => tally.finished.push(format!("{what}: {err}")),
+                }
             }
         }
         for guard in guards {
@@ -201,10 +267,23 @@ pub async fn cancellation_storm(
         );
     }
     println!(
-        "{dropped} acquisitions dropped over {} names on {} node(s); left: {left:?}",
+        "{} acquisitions cancelled and {} finished over {} names on {} node(s): {:?}; left: {left:?}",
+        tally.cancelled,
+        tally.finished.len(),
         names.len(),
-        nodes.len()
+        nodes.len(),
+        tally.finished
     );
     assert!(left.is_empty(), "left behind: {left:?}");
-    dropped
+    tally
+}
+
+/// How the aborted waits of [`cancellation_storm`] ended.
+#[derive(Debug, Default)]
+pub struct StormTally {
+    /// Waits whose task ended cancelled by the abort (`JoinError::is_cancelled`).
+    pub cancelled: usize,
+    /// Waits whose task finished before the abort could cancel it, and how (each one is a
+    /// failure: the lock was held all along).
+    pub finished: Vec<String>,
 }

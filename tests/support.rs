@@ -82,7 +82,9 @@ pub async fn assert_client_unsubscribed(client: &keylatch::Client) {
     );
 }
 
-/// Asserts that within 5 s the server has no subscribed channel whose name contains `name`.
+/// Asserts that within 5 s the server has no subscribed channel whose name contains `name`,
+/// and no subscribed pattern at all (`PUBSUB NUMPAT`: the server cannot list patterns by
+/// name, and in these tests only keylatch subscribes to any).
 pub async fn assert_server_unsubscribed(conn: &redis::aio::MultiplexedConnection, name: &str) {
     let gone = eventually(Duration::from_secs(5), || {
         let mut conn = conn.clone();
@@ -90,6 +92,26 @@ pub async fn assert_server_unsubscribed(conn: &redis::aio::MultiplexedConnection
     })
     .await;
     assert!(gone, "the server still has a subscription for {name}");
+    let patterns = |conn: &redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            let n: i64 = redis::cmd("PUBSUB")
+                .arg("NUMPAT")
+                .query_async(&mut conn)
+                .await
+                .expect("pubsub numpat");
+            n
+        }
+    };
+    let no_pattern = eventually(Duration::from_secs(5), || async {
+        patterns(conn).await == 0
+    })
+    .await;
+    assert!(
+        no_pattern,
+        "the server still has {} subscribed pattern(s) (testing {name})",
+        patterns(conn).await
+    );
 }
 
 /// What a timeout storm does with a guard it got.

@@ -176,9 +176,15 @@ async fn a_storm_over_every_primitive_leaves_nothing() {
     let holder = client(&server).await;
     let storm = client(&server).await;
     let names = vec![unique("every-storm-a"), unique("every-storm-b")];
-    let dropped =
+    let tally =
         keylatch_tests::every::cancellation_storm(&holder, &storm, &names, &[&server]).await;
-    assert_eq!(dropped, 2 * 6 * 10);
+    // Every wait was still waiting (the lock was held) when it was aborted.
+    assert_eq!(
+        tally.finished,
+        Vec::<String>::new(),
+        "waits that were not cancelled"
+    );
+    assert_eq!(tally.cancelled, 2 * 6 * 10);
     holder.shutdown().await.unwrap();
     storm.shutdown().await.unwrap();
 }

@@ -283,8 +283,14 @@ async fn a_cancellation_storm_leaves_nothing_on_any_node() {
     }
     assert_eq!(names.len(), 3);
     let primaries = cluster.primaries();
-    let dropped = cancellation_storm(&holder, &storm, &names, &primaries).await;
-    assert_eq!(dropped, 3 * 6 * 10);
+    let tally = cancellation_storm(&holder, &storm, &names, &primaries).await;
+    // Every wait was still waiting (the lock was held) when it was aborted.
+    assert_eq!(
+        tally.finished,
+        Vec::<String>::new(),
+        "waits that were not cancelled"
+    );
+    assert_eq!(tally.cancelled, 3 * 6 * 10);
     holder.shutdown().await.unwrap();
     storm.shutdown().await.unwrap();
 }

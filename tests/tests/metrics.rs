@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use keylatch::redis::AsyncCommands;
-use keylatch_tests::{client_with, raw, server, unique};
+use keylatch_tests::{client_via, client_with, pause, raw, server, unique};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,6 +31,51 @@ async fn acquisitions_waits_holds_renewals_and_losses_are_counted() {
     let permit = client.permit_expirable_semaphore(&unique("metered-sem"));
     permit.try_set_permits(1).await.unwrap();
     permit.acquire().await.unwrap().release().await.unwrap();
+    // A fair lock taken at the first try, then by a waiter after its holder released it.
+    let fair = client.fair_lock(&unique("metered-fair"));
+    let held = fair.lock().await.unwrap();
+    let waiting = tokio::spawn({
+        let fair = fair.clone();
+        async move { fair.lock().await }
+    });
+    let queued = keylatch_tests::eventually(Duration::from_secs(5), || async {
+        fair.queue().await.unwrap().len() == 1
+    })
+    .await;
+    assert!(queued, "the fair lock's waiter queued");
+    held.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap().unlock().await.unwrap();
+    // A hold kept over renewals (a third of the 600 ms watchdog): renewed.
+    let kept = client.lock(&unique("metered-kept")).lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!kept.is_lost());
+    kept.unlock().await.unwrap();
+    // The server answers nothing for longer than a client's response timeout: its renewals
+    // fail, and the hold is lost once its deadline passes unrenewed.
+    let impatient = client_via(
+        server.url(),
+        Duration::from_millis(600),
+        Duration::from_millis(100),
+    )
+    .await;
+    let unrenewed = impatient
+        .lock(&unique("metered-unrenewed"))
+        .lock()
+        .await
+        .unwrap();
+    pause(&mut raw(&server).await, 1500).await;
+    tokio::time::timeout(Duration::from_secs(5), unrenewed.lost())
+        .await
+        .expect("the unrenewed hold is lost");
+    // The watchdog reports the loss, and forgets the hold, at its next tick (a guard dropped
+    // before that would deregister the hold first).
+    let forgotten = keylatch_tests::eventually(Duration::from_secs(5), || async {
+        impatient.stats().watchdog.holds == 0
+    })
+    .await;
+    assert!(forgotten, "the watchdog dropped the lost hold");
+    drop(unrenewed);
+    impatient.wait_idle().await;
     // A hold that is lost: its key is deleted, the next renewal finds it gone.
     let name = unique("metered-lost");
     let doomed = client.lock(&name).lock().await.unwrap();
@@ -72,7 +117,17 @@ async fn acquisitions_waits_holds_renewals_and_losses_are_counted() {
         counter("keylatch_acquisitions_total primitive=expirable_semaphore,outcome=acquired"),
         1
     );
-    assert!(counter("keylatch_holds_lost_total ") >= 1);
+    assert_eq!(
+        counter("keylatch_acquisitions_total primitive=fair,outcome=acquired"),
+        1
+    );
+    assert_eq!(
+        counter("keylatch_acquisitions_total primitive=fair,outcome=acquired_after_waiting"),
+        1
+    );
+    assert!(counter("keylatch_renewals_total outcome=renewed") >= 1);
+    assert!(counter("keylatch_renewals_total outcome=failed") >= 1);
+    assert!(counter("keylatch_holds_lost_total ") >= 2);
     assert!(counter("keylatch_renewals_total outcome=gone") >= 1);
     assert!(counter("keylatch_round_trips_total ") > 5);
     assert!(

@@ -30,41 +30,92 @@ fn name() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Whether an error is a refusal of the input (nothing may have been written).
-fn refused(err: &Error) -> bool {
-    matches!(
-        err,
-        Error::InvalidName { .. }
-            | Error::InvalidLease { .. }
-            | Error::InvalidPermits { .. }
-            | Error::InvalidConfig { .. }
-    )
+/// The errors a call may return, each of which says nothing was changed: bad input
+/// (`InvalidName`, `InvalidLease`, `InvalidPermits`, `InvalidConfig`) and the few refusals of
+/// a call on a permit that is no longer held. A Lua error, an unexpected reply, a timeout or
+/// any other error fails the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Allowed {
+    Name,
+    Lease,
+    Permits,
+    Setting,
+    UnknownPermit,
 }
 
-/// Runs one call with a bound (a valid call may legitimately wait; it is then dropped, which
-/// is cancel safe), and checks that a refused call left the keyspace as it was.
+impl Allowed {
+    fn matches(self, err: &Error) -> bool {
+        match self {
+            Allowed::Name => matches!(err, Error::InvalidName { .. }),
+            Allowed::Lease => matches!(err, Error::InvalidLease { .. }),
+            Allowed::Permits => matches!(err, Error::InvalidPermits { .. }),
+            Allowed::Setting => matches!(err, Error::InvalidConfig { .. }),
+            Allowed::UnknownPermit => matches!(err, Error::UnknownPermit { .. }),
+        }
+    }
+}
+
+/// Whether a call may wait for something the case does not provide (permits), and so may
+/// still be running when the bound ends.
+#[derive(Clone, Copy, Debug)]
+enum Waits {
+    /// The call answers at once (the keyspace is empty: every lock is free).
+    Never,
+    /// The call may wait up to this long.
+    UpTo(Duration),
+}
+
+/// The bound of a call that may wait: a call still waiting then is dropped (cancel safe).
+const WAITING: Duration = Duration::from_millis(150);
+/// The bound of a call that must answer by itself: a correctness bound, with slack for a
+/// loaded machine.
+const ANSWERS: Duration = Duration::from_secs(10);
+
+/// Runs one call and checks its outcome: a value, or an error of `allowed` after which the
+/// keyspace is as it was. A call that `waits` longer than [`WAITING`] is dropped then; any
+/// other call must answer within [`ANSWERS`].
 async fn check<T, F>(
     conn: &mut keylatch::redis::aio::MultiplexedConnection,
     what: &str,
+    allowed: &[Allowed],
+    waits: Waits,
     call: F,
 ) -> Option<T>
 where
     F: Future<Output = keylatch::Result<T>>,
 {
     let before = keyspace(conn).await;
-    match tokio::time::timeout(Duration::from_millis(150), call).await {
+    let bound = match waits {
+        Waits::UpTo(wait) if wait >= WAITING => WAITING,
+        _ => ANSWERS,
+    };
+    match tokio::time::timeout(bound, call).await {
         Ok(Ok(value)) => Some(value),
         Ok(Err(err)) => {
-            if refused(&err) {
-                assert_eq!(
-                    keyspace(conn).await,
-                    before,
-                    "{what}: refused ({err}) but wrote"
-                );
-            }
+            assert!(
+                allowed.iter().any(|a| a.matches(&err)),
+                "{what}: {err} ({err:?}) is not one of {allowed:?}"
+            );
+            assert_eq!(
+                keyspace(conn).await,
+                before,
+                "{what}: refused ({err}) but wrote"
+            );
             None
         }
-        Err(_) => None,
+        Err(_) if bound == WAITING => None,
+        Err(_) => panic!("{what}: no answer within {bound:?} ({waits:?})"),
+    }
+}
+
+/// A release of what a call gave: done, or refused because the hold or permit already
+/// ended (a lease of a millisecond); nothing else.
+fn released(what: &str, result: keylatch::Result<()>) {
+    if let Err(err) = result {
+        assert!(
+            matches!(err, Error::NotHeld { .. } | Error::UnknownPermit { .. }),
+            "{what}: releasing failed: {err} ({err:?})"
+        );
     }
 }
 
@@ -141,25 +192,57 @@ fn arbitrary_input_never_panics_and_refusals_write_nothing() {
                     .unwrap();
                 let lease = Some(lease).filter(|l| !l.is_zero() || wait.is_zero());
                 let options = AcquireOptions::within(wait, lease);
+                use Allowed::{Lease, Name, Permits, Setting, UnknownPermit};
                 let lock = client.lock(&name);
-                if let Some(Some(guard)) = check(conn, "lock", lock.acquire(options)).await {
-                    guard.unlock().await.ok();
+                if let Some(Some(guard)) = check(
+                    conn,
+                    "lock",
+                    &[Name, Lease],
+                    Waits::Never,
+                    lock.acquire(options),
+                )
+                .await
+                {
+                    released("lock", guard.unlock().await);
                 }
                 let fair = client.fair_lock(&name).with_waiter_timeout(wait);
-                if let Some(Some(guard)) = check(conn, "fair", fair.try_lock_for(wait, lease)).await
+                if let Some(Some(guard)) = check(
+                    conn,
+                    "fair",
+                    // The waiter timeout is the case's wait: out of range, a configuration error.
+                    &[Name, Lease, Setting],
+                    Waits::Never,
+                    fair.try_lock_for(wait, lease),
+                )
+                .await
                 {
-                    guard.unlock().await.ok();
+                    released("fair", guard.unlock().await);
                 }
                 let rw = client
                     .rw_lock(&name)
                     .with_writer_intent_timeout(lease.unwrap_or(wait));
-                if let Some(Some(guard)) =
-                    check(conn, "write", rw.write_lock().acquire(options)).await
+                if let Some(Some(guard)) = check(
+                    conn,
+                    "write",
+                    // The writer intent timeout is the case's lease (or wait): out of range, a
+                    // configuration error.
+                    &[Name, Lease, Setting],
+                    Waits::Never,
+                    rw.write_lock().acquire(options),
+                )
+                .await
                 {
-                    guard.unlock().await.ok();
+                    released("write", guard.unlock().await);
                 }
                 let semaphore = client.semaphore(&name);
-                check(conn, "try_set", semaphore.try_set_permits(count)).await;
+                check(
+                    conn,
+                    "try_set",
+                    &[Name, Permits],
+                    Waits::Never,
+                    semaphore.try_set_permits(count),
+                )
+                .await;
                 // A valid time to live is kept long, so the count does not expire mid-case.
                 let ttl = if wait < Duration::from_millis(1) || wait > keylatch::MAX_LEASE {
                     wait
@@ -169,21 +252,52 @@ fn arbitrary_input_never_panics_and_refusals_write_nothing() {
                 check(
                     conn,
                     "try_set_ttl",
+                    &[Name, Permits, Lease],
+                    Waits::Never,
                     semaphore.try_set_permits_with_ttl(small, ttl),
                 )
                 .await;
-                check(conn, "add", semaphore.add_permits(delta)).await;
-                check(conn, "release", semaphore.release(count)).await;
-                if let Some(Some(permit)) =
-                    check(conn, "acquire_many", semaphore.acquire_many(small, options)).await
+                check(
+                    conn,
+                    "add",
+                    &[Name, Permits],
+                    Waits::Never,
+                    semaphore.add_permits(delta),
+                )
+                .await;
+                check(
+                    conn,
+                    "release",
+                    &[Name, Permits],
+                    Waits::Never,
+                    semaphore.release(count),
+                )
+                .await;
+                if let Some(Some(permit)) = check(
+                    conn,
+                    "acquire_many",
+                    &[Name, Permits, Lease],
+                    Waits::UpTo(wait),
+                    semaphore.acquire_many(small, options),
+                )
+                .await
                 {
-                    permit.release().await.ok();
+                    released("acquire_many", permit.release().await);
                 }
                 let expirable = client.permit_expirable_semaphore(&name);
-                check(conn, "exp try_set", expirable.try_set_permits(count)).await;
+                check(
+                    conn,
+                    "exp try_set",
+                    &[Name, Permits],
+                    Waits::Never,
+                    expirable.try_set_permits(count),
+                )
+                .await;
                 if let Some(Some(permits)) = check(
                     conn,
                     "exp acquire_many",
+                    &[Name, Permits, Lease],
+                    Waits::UpTo(wait),
                     expirable.acquire_many(small, options),
                 )
                 .await
@@ -192,21 +306,28 @@ fn arbitrary_input_never_panics_and_refusals_write_nothing() {
                         check(
                             conn,
                             "exp remaining",
+                            &[Name],
+                            Waits::Never,
                             expirable.remaining_lease(permit.id()),
                         )
                         .await;
+                        // The permit's lease may have ended (a lease of a millisecond).
                         check(
                             conn,
                             "exp update",
+                            &[Name, Lease, UnknownPermit],
+                            Waits::Never,
                             expirable.update_lease(permit.id(), wait),
                         )
                         .await;
-                        permit.release().await.ok();
+                        released("exp permit", permit.release().await);
                     }
                 }
                 check(
                     conn,
                     "exp release_many",
+                    &[Name],
+                    Waits::Never,
                     expirable.release_many(&[name.as_str()]),
                 )
                 .await;

@@ -1,22 +1,38 @@
 //! keylatch says what it is doing: a hold that is lost and a renewal that failed are `warn`
-//! events with the fields an operator needs, and no secret is in them.
+//! events with the fields an operator needs, and no secret is in them, even when the URL
+//! carries the password and the connection breaks, is refused and comes back.
 use std::time::Duration;
 
-use keylatch::redis::AsyncCommands;
-use keylatch_tests::{capture, client_via, pause, raw, server, unique};
+use keylatch::redis::{self, AsyncCommands};
+use keylatch_testkit::{Fault, FaultProxy, RedisServer};
+use keylatch_tests::{capture, client_via, eventually, pause, unique};
+
+/// The server's password: it is in the URL the client is given, and must be in no event.
+const PASSWORD: &str = "Obs3rved-S3cr3t-7c1f";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_holds_and_failed_renewals_are_warned_about() {
-    let captured = capture(tracing::Level::WARN);
+    let captured = capture(tracing::Level::DEBUG);
 
-    let server = server();
+    let server = RedisServer::builder()
+        .password(PASSWORD)
+        .start()
+        .expect("start a password-protected redis-server");
+    // The client goes through a proxy, so its connections can be cut and refused.
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let host_port = format!("127.0.0.1:{}", proxy.port());
+    let url = format!("redis://:{PASSWORD}@{host_port}");
     let client = client_via(
-        server.url(),
+        url.clone(),
         Duration::from_millis(900),
         Duration::from_millis(200),
     )
     .await;
-    let mut conn = raw(&server).await;
+    let mut conn = redis::Client::open(format!("redis://:{PASSWORD}@127.0.0.1:{}", server.port()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
 
     // A hold whose key someone deleted: the next renewal finds it gone.
     let name = unique("observed-lost");
@@ -38,6 +54,42 @@ async fn lost_holds_and_failed_renewals_are_warned_about() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     drop(held);
+    client.wait_idle().await;
+
+    // Every connection is cut and new ones are refused for a while (renewals and the
+    // pub/sub hub reconnect, and fail), then let through again: the hub reconnects.
+    let broken = client
+        .lock(&unique("observed-broken"))
+        .lock()
+        .await
+        .unwrap();
+    let reconnects = client.stats().hub_reconnects;
+    proxy.set(Fault::Refuse);
+    proxy.reset_connections();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.set(Fault::Pass);
+    let reconnected = eventually(Duration::from_secs(10), || async {
+        client.stats().hub_reconnects > reconnects && client.core().hub().is_connected()
+    })
+    .await;
+    assert!(reconnected, "the hub reconnected: {:?}", client.stats());
+    drop(broken);
+    client.wait_idle().await;
+
+    // A client that cannot connect: its error names the server, not the password.
+    proxy.set(Fault::Refuse);
+    let refused = keylatch::Client::connect_with(
+        keylatch::Config::builder()
+            .url(url.clone())
+            .connect_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .expect_err("the proxy refuses connections");
+    proxy.set(Fault::Pass);
+    let shown = format!("{refused} / {refused:?}");
+    println!("refused: {shown}");
 
     let text = captured.text();
     println!("captured events:\n{text}");
@@ -60,5 +112,17 @@ async fn lost_holds_and_failed_renewals_are_warned_about() {
         failed.contains("WARN") && failed.contains("error="),
         "{failed}"
     );
+    // The check is not vacuous: events were captured that name the server.
+    let naming = text.lines().filter(|l| l.contains(&host_port)).count();
+    println!("{naming} events name {host_port}");
+    assert!(
+        naming > 0,
+        "no captured event names the server ({host_port})"
+    );
+    assert!(!text.contains(PASSWORD), "the password is in the events");
     assert!(!text.contains("password"), "no secret in the events");
+    assert!(
+        !shown.contains(PASSWORD),
+        "the password is in the error: {shown}"
+    );
 }

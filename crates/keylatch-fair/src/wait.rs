@@ -53,6 +53,8 @@ struct Request {
     /// The number of the last attempt known to have left the wait queued, with its offer (0:
     /// none); a letter is taken only if it answers this one.
     queued_attempt: AtomicU64,
+    /// An attempt was refused: a hold taken after that was taken after waiting.
+    refused: AtomicBool,
 }
 
 /// Whether a refused attempt joins the queue.
@@ -97,6 +99,7 @@ impl FairLock {
             lost_reply: AtomicBool::new(false),
             attempts: AtomicU64::new(0),
             queued_attempt: AtomicU64::new(0),
+            refused: AtomicBool::new(false),
         };
         let mut acquisition = self.client.begin_acquisition("fair")?;
         acquisition.naming(self.name());
@@ -111,6 +114,9 @@ impl FairLock {
             _ => self.wait(&request, options.deadline()).await,
         };
         match &result {
+            Ok(Some(_)) if request.refused.load(Ordering::Relaxed) => {
+                acquisition.finish("acquired_after_waiting");
+            }
             Ok(Some(_)) => acquisition.finish("acquired"),
             Ok(None) => acquisition.finish("timed_out"),
             Err(_) => {}
@@ -375,6 +381,7 @@ impl FairLock {
                 });
             }
             Value::Int(ms) if ms > 0 => {
+                request.refused.store(true, Ordering::Relaxed);
                 let ms = u64::try_from(ms).unwrap_or(0);
                 if queue == Queue::Join {
                     request.queued_attempt.store(number, Ordering::Relaxed);
