@@ -496,8 +496,15 @@ fn wait_for_key(server: &common::RedisServer, key: &str) {
     }
 }
 
-/// Waits for `child` at most `bound`; kills it (and reports) if it is still running then.
-fn wait_within(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
+/// Waits for `child` at most `bound`; kills it (and reports) if it is still running then,
+/// with the command it ran, whose pid is in `command_pid` (if that file exists), so that no
+/// process is left behind.
+fn wait_within(
+    child: &mut Child,
+    bound: Duration,
+    what: &str,
+    command_pid: Option<&std::path::Path>,
+) -> ExitStatus {
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -506,6 +513,11 @@ fn wait_within(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
         if started.elapsed() > bound {
             let _ = child.kill();
             let _ = child.wait();
+            if let Some(pid) = command_pid.and_then(|p| std::fs::read_to_string(p).ok()) {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", pid.trim()])
+                    .status();
+            }
             panic!("{what}: keylatch still ran after {bound:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -594,7 +606,12 @@ fn on_lost_ignore_lets_the_command_finish_with_its_own_code() {
     println!("stderr: {seen:?}");
     // The loss is known; the command still runs and ends when it will.
     std::fs::write(&go, "").unwrap();
-    let status = wait_within(&mut child, Duration::from_secs(20), "--on-lost ignore");
+    let status = wait_within(
+        &mut child,
+        Duration::from_secs(20),
+        "--on-lost ignore",
+        None,
+    );
     assert_eq!(status.code(), Some(7), "the command's own code");
     assert!(finished.exists(), "the command ran to its end");
 }
@@ -676,19 +693,25 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
 fn sigint_is_forwarded_to_the_command() {
     let server = server();
     let dir = scratch("sigint");
-    let (started, got) = (dir.join("started"), dir.join("got-int"));
+    let (pid_file, got) = (dir.join("pid"), dir.join("got-int"));
     let script = format!(
-        "trap 'touch {got}; exit 42' INT; touch {started}; while :; do sleep 0.05; done",
+        "trap 'touch {got}; exit 42' INT; echo $$ > {pid}.tmp; mv {pid}.tmp {pid}; \
+         while :; do sleep 0.05; done",
         got = got.display(),
-        started = started.display(),
+        pid = pid_file.display(),
     );
     let mut child = keylatch(&server, &["run", "cli-sigint", "--", "sh", "-c", &script])
         .spawn()
         .unwrap();
-    wait_for_file(&started);
+    wait_for_file(&pid_file);
     assert_eq!(server.cli(&["EXISTS", "cli-sigint"]).unwrap(), "1");
     nix_kill(child.id(), "INT");
-    let status = wait_within(&mut child, Duration::from_secs(20), "SIGINT");
+    let status = wait_within(
+        &mut child,
+        Duration::from_secs(20),
+        "SIGINT",
+        Some(&pid_file),
+    );
     assert!(got.exists(), "the command never got SIGINT");
     assert_eq!(status.code(), Some(42), "the command's own code");
     assert_eq!(
@@ -724,7 +747,12 @@ fn an_interrupt_while_waiting_leaves_nothing_behind() {
             std::thread::sleep(Duration::from_millis(20));
         }
         nix_kill(waiter.id(), signal);
-        let status = wait_within(&mut waiter, Duration::from_secs(20), "interrupted wait");
+        let status = wait_within(
+            &mut waiter,
+            Duration::from_secs(20),
+            "interrupted wait",
+            None,
+        );
         let mut stderr = String::new();
         std::io::Read::read_to_string(&mut waiter.stderr.take().unwrap(), &mut stderr).unwrap();
         println!(
