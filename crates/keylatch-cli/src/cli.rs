@@ -157,7 +157,9 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Command", value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
     pub grace: Duration,
 
-    /// The command and its arguments.
+    /// The command and its arguments. It gets KEYLATCH_LOCK_NAME and, for the reentrant, fair
+    /// and write locks, KEYLATCH_FENCING_TOKEN; none of the variables keylatch reads
+    /// (REDIS_URL, KEYLATCH_*) reach it.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
