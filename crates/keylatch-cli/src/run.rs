@@ -22,7 +22,13 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
         config.watchdog_timeout = watchdog;
     }
     let client = Client::connect_with(config).await?;
-    let lock = lock_for(&client, &args).await?;
+    let lock = match lock_for(&client, &args).await {
+        Ok(lock) => lock,
+        Err(failure) => {
+            let _ = client.shutdown().await;
+            return Err(failure);
+        }
+    };
     let acquire = lock.acquire(options_of(&args));
     let acquired = tokio::select! {
         acquired = acquire => acquired,
