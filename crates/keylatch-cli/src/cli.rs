@@ -7,9 +7,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Run commands under Redis-backed distributed locks, across a whole fleet.
 ///
 /// Exit codes of `keylatch run`: the command's own; 75 when the lock was not acquired within
-/// --wait; 76 when the lock was lost while the command ran; 64 for bad arguments; 69 when Redis
-/// cannot be reached; 77 when Redis refused the credentials or a permission; 70 for any other
-/// error.
+/// --wait; 76 when the lock was lost while the command ran; 130 (SIGINT) or 143 (SIGTERM) when
+/// interrupted while waiting for the lock; 64 for bad arguments; 69 when Redis cannot be
+/// reached; 77 when Redis refused the credentials or a permission; 70 for any other error.
 #[derive(Debug, Parser)]
 #[command(name = "keylatch", version, about, long_about = None)]
 pub struct Cli {
@@ -34,48 +34,48 @@ pub struct ConnectionArgs {
     /// REDIS_URL, then redis://127.0.0.1:6379]. A password in it is visible to every local
     /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file. Given 3 or more times, `run`
     /// holds a RedLock: the lock on a majority of those independent servers.
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "URL")]
     pub redis: Vec<String>,
 
     /// The ACL user [default: KEYLATCH_REDIS_USERNAME, then the URL's].
-    #[arg(long, global = true, value_name = "USER")]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "USER")]
     pub user: Option<String>,
 
     /// Read the password from this file's first line [default: KEYLATCH_REDIS_PASSWORD, then
     /// the URL's].
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "FILE")]
     pub password_file: Option<std::path::PathBuf>,
 
     /// Connect over TLS (turns redis:// into rediss://).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Connection")]
     pub tls: bool,
 
     /// Verify the server's certificate against this CA file (PEM) instead of the system's
     /// roots [default: KEYLATCH_TLS_CA].
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "FILE")]
     pub cacert: Option<std::path::PathBuf>,
 
     /// The client certificate (PEM) for servers that require one [default: KEYLATCH_TLS_CERT].
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "FILE")]
     pub cert: Option<std::path::PathBuf>,
 
     /// The client certificate's private key (PEM) [default: KEYLATCH_TLS_KEY].
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "FILE")]
     pub key: Option<std::path::PathBuf>,
 
     /// Do not verify the server's certificate. Dangerous: anyone on the network path can read
     /// and change every command, the password included.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Connection")]
     pub insecure: bool,
 
     /// Every acquisition waits until N replicas have it (Redis WAIT), else it is undone
     /// [default: KEYLATCH_REPLICAS, then 0].
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
     pub replicas: Option<u32>,
 
     /// How long an acquisition waits for --replicas [default: KEYLATCH_REPLICAS_TIMEOUT, then
     /// 1s].
-    #[arg(long, global = true, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, global = true, help_heading = "Connection", value_name = "DUR", value_parser = parse_duration)]
     pub replicas_timeout: Option<std::time::Duration>,
 }
 
@@ -113,46 +113,53 @@ pub struct RunArgs {
     pub name: String,
 
     /// Use the fair (FIFO) lock.
-    #[arg(long, group = "primitive")]
+    #[arg(long, help_heading = "Lock", group = "primitive")]
     pub fair: bool,
 
     /// Take the read side of the read-write lock (readers share).
-    #[arg(long, group = "primitive")]
+    #[arg(long, help_heading = "Lock", group = "primitive")]
     pub read: bool,
 
     /// Take the write side of the read-write lock (excludes readers and writers).
-    #[arg(long, group = "primitive")]
+    #[arg(long, help_heading = "Lock", group = "primitive")]
     pub write: bool,
 
     /// Take one permit of the permit-expirable semaphore with this many permits (set when
     /// the semaphore does not exist yet).
-    #[arg(long, group = "primitive", value_name = "PERMITS")]
+    #[arg(
+        long,
+        help_heading = "Lock",
+        group = "primitive",
+        value_name = "PERMITS"
+    )]
     pub semaphore: Option<u32>,
 
     /// Give up after this long (exit 75); without it, wait as long as it takes. `0s` tries
     /// once.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, help_heading = "Lock", value_name = "DUR", value_parser = parse_duration)]
     pub wait: Option<Duration>,
 
     /// A fixed lease: the lock ends after it, even if the command still runs.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, conflicts_with = "watchdog")]
+    #[arg(long, help_heading = "Lock", value_name = "DUR", value_parser = parse_duration, conflicts_with = "watchdog")]
     pub lease: Option<Duration>,
 
     /// Watchdog mode (the default) with this timeout: renewed every third of it while the
     /// command runs; if keylatch dies, the lock frees within it [default: 30s].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, help_heading = "Lock", value_name = "DUR", value_parser = parse_duration)]
     pub watchdog: Option<Duration>,
 
     /// What to do when the lock is lost while the command runs: `kill` sends SIGTERM (SIGKILL
     /// after --grace) and exits 76; `ignore` lets it finish.
-    #[arg(long, value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
+    #[arg(long, help_heading = "Command", value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
     pub on_lost: OnLost,
 
     /// How long a command gets to exit after SIGTERM before SIGKILL.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, help_heading = "Command", value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
     pub grace: Duration,
 
-    /// The command and its arguments.
+    /// The command and its arguments. It gets KEYLATCH_LOCK_NAME and, for the reentrant, fair
+    /// and write locks, KEYLATCH_FENCING_TOKEN; none of the variables keylatch reads
+    /// (REDIS_URL, KEYLATCH_*) reach it.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

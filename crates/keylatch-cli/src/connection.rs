@@ -7,8 +7,8 @@ use keylatch::secrecy::ExposeSecret;
 use crate::cli::ConnectionArgs;
 use crate::failure::{EX_USAGE, Failure};
 
-/// Variables that carry where Redis is or a password: a command run under a lock does not
-/// inherit them.
+/// Variables that carry where Redis is or a password: a child keylatch is given them afresh
+/// from the configuration ([`pass_to`]).
 pub const SECRET_VARS: [&str; 5] = [
     "KEYLATCH_REDIS_URL",
     "REDIS_URL",
@@ -16,6 +16,40 @@ pub const SECRET_VARS: [&str; 5] = [
     "KEYLATCH_SENTINEL_PASSWORD",
     "KEYLATCH_SENTINEL_USERNAME",
 ];
+
+/// Every variable the client configuration is read from ([`Config::from_env`]): where Redis
+/// is, who logs in and how, the TLS files and the client's tuning. A command run under a lock
+/// inherits none of them ([`strip_client_vars`]).
+pub const CLIENT_VARS: [&str; 14] = [
+    "KEYLATCH_REDIS_URL",
+    "REDIS_URL",
+    "KEYLATCH_REDIS_USERNAME",
+    "KEYLATCH_REDIS_PASSWORD",
+    "KEYLATCH_SENTINEL_USERNAME",
+    "KEYLATCH_SENTINEL_PASSWORD",
+    "KEYLATCH_TLS_CA",
+    "KEYLATCH_TLS_CERT",
+    "KEYLATCH_TLS_KEY",
+    "KEYLATCH_SHARDED_PUBSUB",
+    "KEYLATCH_COALESCE",
+    "KEYLATCH_PUBSUB_PATTERNS",
+    "KEYLATCH_REPLICAS",
+    "KEYLATCH_REPLICAS_TIMEOUT",
+];
+
+/// Keeps keylatch's own settings out of a command's environment: every variable in
+/// [`CLIENT_VARS`] and, so that one added later cannot leak either, every other `KEYLATCH_*`
+/// variable keylatch was given. The caller sets what the command is meant to get afterwards.
+pub fn strip_client_vars(command: &mut tokio::process::Command) {
+    for var in CLIENT_VARS {
+        command.env_remove(var);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.as_encoded_bytes().starts_with(b"KEYLATCH_") {
+            command.env_remove(name);
+        }
+    }
+}
 
 /// The client configuration: [`Config::from_env`], then the flags.
 pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {

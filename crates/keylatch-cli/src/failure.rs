@@ -41,6 +41,7 @@ impl From<keylatch::Error> for Failure {
             | E::InvalidConfig { .. }
             | E::InvalidUrl { .. }
             | E::InvalidSentinelUrl { .. }
+            | E::InvalidClusterUrl { .. }
             | E::TlsFile { .. }
             | E::InvalidPermits { .. } => EX_USAGE,
             E::Connect { .. }
@@ -50,6 +51,7 @@ impl From<keylatch::Error> for Failure {
             | E::ReadOnly(_)
             | E::NotReplicated { .. }
             | E::NoQuorum { .. }
+            | E::ClusterUnavailable(_)
             | E::TlsVerification { .. } => EX_UNAVAILABLE,
             E::Auth(_) | E::NoPermission { .. } => EX_NOPERM,
             _ => EX_SOFTWARE,

@@ -22,14 +22,33 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
         config.watchdog_timeout = watchdog;
     }
     let client = Client::connect_with(config).await?;
-    let lock = lock_for(&client, &args).await?;
-    let acquire = lock.acquire(options_of(&args));
-    let guard = tokio::select! {
-        acquired = acquire => acquired?,
-        () = interrupted() => return Ok(130),
+    let lock = match lock_for(&client, &args).await {
+        Ok(lock) => lock,
+        Err(failure) => {
+            let _ = client.shutdown().await;
+            return Err(failure);
+        }
     };
-    let Some(guard) = guard else {
-        return Err(not_acquired(&args));
+    let acquire = lock.acquire(options_of(&args));
+    let acquired = tokio::select! {
+        acquired = acquire => acquired,
+        code = interruption() => {
+            // The acquisition was dropped, which undoes in the background whatever it had
+            // asked for (a queue entry, a hold granted just now); the shutdown waits for that.
+            let _ = client.shutdown().await;
+            return Ok(code);
+        }
+    };
+    let guard = match acquired {
+        Ok(Some(guard)) => guard,
+        Ok(None) => {
+            let _ = client.shutdown().await;
+            return Err(not_acquired(&args));
+        }
+        Err(err) => {
+            let _ = client.shutdown().await;
+            return Err(err.into());
+        }
     };
     tracing::debug!(lock = %args.name, token = ?guard.fencing_token(), "acquired");
     let child = match spawn(&args, guard.fencing_token()) {
@@ -87,12 +106,23 @@ pub async fn run_redlock(mut configs: Vec<Config>, args: RunArgs) -> Result<u8, 
     )?
     .with_servers(servers)?;
     let acquire = lock.acquire(options_of(&args));
-    let guard = tokio::select! {
-        acquired = acquire => acquired?,
-        () = interrupted() => return Ok(130),
+    let acquired = tokio::select! {
+        acquired = acquire => acquired,
+        code = interruption() => {
+            shutdown_all(&clients).await;
+            return Ok(code);
+        }
     };
-    let Some(guard) = guard else {
-        return Err(not_acquired(&args));
+    let guard = match acquired {
+        Ok(Some(guard)) => guard,
+        Ok(None) => {
+            shutdown_all(&clients).await;
+            return Err(not_acquired(&args));
+        }
+        Err(err) => {
+            shutdown_all(&clients).await;
+            return Err(err.into());
+        }
     };
     tracing::debug!(lock = %args.name, servers = guard.guards().len(), "acquired a RedLock");
     let child = match spawn(&args, None) {
@@ -107,9 +137,7 @@ pub async fn run_redlock(mut configs: Vec<Config>, args: RunArgs) -> Result<u8, 
         for part in guard.into_guards() {
             part.forget();
         }
-        for client in &clients {
-            let _ = client.shutdown().await;
-        }
+        shutdown_all(&clients).await;
     } else {
         release_redlock(&clients, guard, &args.name).await;
     }
@@ -142,15 +170,11 @@ fn not_acquired(args: &RunArgs) -> Failure {
 /// fencing token, so it can fence its writes (as `etcdctl lock` exports its key and revision).
 fn spawn(args: &RunArgs, token: Option<u64>) -> Result<Child, Failure> {
     let mut command = Command::new(&args.command[0]);
-    command
-        .args(&args.command[1..])
-        .env("KEYLATCH_LOCK_NAME", &args.name)
-        .env_remove("KEYLATCH_FENCING_TOKEN")
-        .kill_on_drop(true);
-    // Where Redis is and its password stay with keylatch.
-    for var in crate::connection::SECRET_VARS {
-        command.env_remove(var);
-    }
+    command.args(&args.command[1..]).kill_on_drop(true);
+    // Where Redis is, the credentials, the TLS files and the client's settings stay with
+    // keylatch: the command gets the lock's name and its token.
+    crate::connection::strip_client_vars(&mut command);
+    command.env("KEYLATCH_LOCK_NAME", &args.name);
     if let Some(token) = token {
         command.env("KEYLATCH_FENCING_TOKEN", token.to_string());
     }
@@ -233,17 +257,31 @@ fn forward(pid: Option<Pid>, sig: Signal) {
     }
 }
 
-/// Completes on SIGINT or SIGTERM (while waiting for the lock, or watching).
+/// Completes on SIGINT or SIGTERM (while watching).
 pub(crate) async fn interrupted() {
+    interruption().await;
+}
+
+/// Completes on SIGINT or SIGTERM with the shell's code for a process that signal ended:
+/// 130 for SIGINT, 143 for SIGTERM.
+async fn interruption() -> u8 {
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
     ) else {
         return std::future::pending().await;
     };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    let sig = tokio::select! {
+        _ = int.recv() => Signal::SIGINT,
+        _ = term.recv() => Signal::SIGTERM,
+    };
+    u8::try_from(128 + sig as i32).unwrap_or(255)
+}
+
+/// Shuts every client down (each waits for its background releases and undos).
+async fn shutdown_all(clients: &[Client]) {
+    for client in clients {
+        let _ = client.shutdown().await;
     }
 }
 
@@ -279,9 +317,7 @@ async fn release_redlock(clients: &[Client], guard: RedLockGuard, name: &str) {
             Failure::from(err).message
         ),
     }
-    for client in clients {
-        let _ = client.shutdown().await;
-    }
+    shutdown_all(clients).await;
 }
 
 fn internal(err: std::io::Error) -> Failure {

@@ -134,3 +134,57 @@ fn run_inspect_and_demo_on_a_cluster() {
         "keys left on the primaries"
     );
 }
+
+#[test]
+fn a_malformed_cluster_url_exits_64_and_an_unavailable_cluster_69() {
+    // Malformed: refused before anything is sent.
+    for url in [
+        "redis+cluster://h:notaport",
+        "redis+cluster://h:6379,h:99999",
+        "redis+cluster://",
+    ] {
+        let out = keylatch(url, &["run", "cli-bad-url", "--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("{url}: exit {:?}: {}", out.status.code(), stderr.trim());
+        assert_eq!(out.status.code(), Some(64), "{url}: {stderr}");
+        assert!(stderr.contains("invalid cluster url"), "{url}: {stderr}");
+    }
+
+    // Nothing listens: as any unreachable Redis.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("redis+cluster://127.0.0.1:{closed}");
+    let out = keylatch(&url, &["run", "cli-closed", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{url}: exit {:?}: {}", out.status.code(), stderr.trim());
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+
+    // A cluster whose nodes answer but that serves no slot (they were all taken away): it
+    // cannot be used for now, which is unavailable too, not an internal error.
+    let cluster = RedisCluster::builder()
+        .primaries(1)
+        .replicas_per_primary(0)
+        .start()
+        .expect("start a cluster (run ./scripts/setup.sh)");
+    let node = &cluster.primaries()[0];
+    node.cli(&["CLUSTER", "DELSLOTSRANGE", "0", "16383"])
+        .unwrap();
+    for url in [cluster.seed_url(), node.url()] {
+        let out = keylatch(&url, &["run", "cli-no-slots", "--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!(
+            "{url} without slots: exit {:?}: {}",
+            out.status.code(),
+            stderr.trim()
+        );
+        assert_eq!(out.status.code(), Some(69), "{url}: {stderr}");
+    }
+}
