@@ -75,7 +75,7 @@ async fn waiter_survives_a_killed_pubsub_connection() {
 /// unused channels at once (no linger), so the `UNSUBSCRIBE` is on its way when the join comes.
 #[tokio::test]
 async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_join_returns() {
-    use keylatch::core::WakeMode;
+    use keylatch_redis::WakeMode;
     const ROUNDS: usize = 300;
     let server = server();
     let config = keylatch::Config::builder()
@@ -129,7 +129,7 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
 /// attempt); after it, the hub unsubscribes.
 #[tokio::test]
 async fn an_unused_channel_lingers_then_is_unsubscribed() {
-    use keylatch::core::WakeMode;
+    use keylatch_redis::WakeMode;
     const LINGER: Duration = Duration::from_millis(400);
     let server = server();
     let config = keylatch::Config::builder()

@@ -89,7 +89,7 @@ pub async fn bench(config: Config, args: BenchArgs) -> Result<(), Failure> {
             .key(&prefix)
             .invoke_async(&mut raw)
             .await
-            .map_err(keylatch::Error::from)?;
+            .map_err(keylatch_redis::from_redis)?;
         samples.push(t.elapsed());
         progress.inc(1);
     }
@@ -179,11 +179,11 @@ pub async fn bench(config: Config, args: BenchArgs) -> Result<(), Failure> {
     let mut conn = client.connection().await?;
     let keys: Vec<String> = keylatch::redis::AsyncCommands::keys(&mut conn, format!("*{prefix}*"))
         .await
-        .map_err(keylatch::Error::from)?;
+        .map_err(keylatch_redis::from_redis)?;
     if !keys.is_empty() {
         let _: () = keylatch::redis::AsyncCommands::del(&mut conn, &keys)
             .await
-            .map_err(keylatch::Error::from)?;
+            .map_err(keylatch_redis::from_redis)?;
     }
 
     if args.json {
@@ -386,7 +386,11 @@ async fn scale(config: Config, args: BenchArgs) -> Result<(), Failure> {
             let mut conn = raw.clone();
             async move {
                 for _ in 0..2 {
-                    let _: i64 = script.key(&name).invoke_async(&mut conn).await?;
+                    let _: i64 = script
+                        .key(&name)
+                        .invoke_async(&mut conn)
+                        .await
+                        .map_err(keylatch_redis::from_redis)?;
                 }
                 Ok(())
             }

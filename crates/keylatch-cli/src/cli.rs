@@ -197,7 +197,7 @@ pub struct InspectArgs {
 
 /// Parses `500ms`, `10s`, `1m 30s`: the library's one duration grammar (humantime).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    keylatch::core::parse_duration(text)
+    keylatch_redis::parse_duration(text)
 }
 
 /// `keylatch bench`.

@@ -70,7 +70,7 @@ fn aux(name: &str, what: &str) -> String {
 }
 
 fn redis_err(err: redis::RedisError) -> Failure {
-    Failure::from(keylatch::Error::from(err))
+    Failure::from(keylatch_redis::from_redis(err))
 }
 
 /// Runs the three parts and prints a summary; exit 0 when every property held.

@@ -1,8 +1,8 @@
 //! `keylatch inspect`: what the keys of a name say, read with plain commands.
 
-use keylatch::core::{prefixed, suffixed, validate_name};
 use keylatch::redis::{self, AsyncCommands, aio::ConnectionLike};
 use keylatch::{Client, Config};
+use keylatch_redis::{prefixed, suffixed, validate_name};
 use serde_json::{Value, json};
 
 use crate::cli::InspectArgs;
@@ -80,7 +80,7 @@ async fn grant_entries<C: ConnectionLike + Send + Sync>(
         .arg(fields)
         .query_async(conn)
         .await
-        .map_err(keylatch::Error::from)?;
+        .map_err(keylatch_redis::from_redis)?;
     Ok(values.into_iter().map(Option::unwrap_or_default).collect())
 }
 
@@ -92,7 +92,7 @@ async fn key_type<C: ConnectionLike + Send + Sync>(
         .arg(key)
         .query_async(conn)
         .await
-        .map_err(keylatch::Error::from)?;
+        .map_err(keylatch_redis::from_redis)?;
     Ok(kind)
 }
 
@@ -101,7 +101,7 @@ async fn pttl<C: ConnectionLike + Send + Sync>(
     conn: &mut C,
     key: &str,
 ) -> Result<Option<i64>, Failure> {
-    let ms: i64 = conn.pttl(key).await.map_err(keylatch::Error::from)?;
+    let ms: i64 = conn.pttl(key).await.map_err(keylatch_redis::from_redis)?;
     Ok((ms >= 0).then_some(ms))
 }
 
@@ -109,7 +109,7 @@ async fn server_millis<C: ConnectionLike + Send + Sync>(conn: &mut C) -> Result<
     let (secs, micros): (i64, i64) = redis::cmd("TIME")
         .query_async(conn)
         .await
-        .map_err(keylatch::Error::from)?;
+        .map_err(keylatch_redis::from_redis)?;
     Ok(secs * 1000 + micros / 1000)
 }
 
@@ -119,7 +119,7 @@ async fn some_fields<C: ConnectionLike + Send + Sync>(
     key: &str,
     limit: usize,
 ) -> Result<(Vec<(String, String)>, usize), Failure> {
-    let total: usize = conn.hlen(key).await.map_err(keylatch::Error::from)?;
+    let total: usize = conn.hlen(key).await.map_err(keylatch_redis::from_redis)?;
     let mut fields = Vec::new();
     let mut cursor = 0u64;
     // Each step asks for a few more than needed; a hash is walked in at most `total / 100` steps.
@@ -131,7 +131,7 @@ async fn some_fields<C: ConnectionLike + Send + Sync>(
             .arg(100)
             .query_async(conn)
             .await
-            .map_err(keylatch::Error::from)?;
+            .map_err(keylatch_redis::from_redis)?;
         fields.extend(page);
         cursor = next;
         if cursor == 0 || fields.len() > limit {
@@ -146,7 +146,7 @@ async fn some_fields<C: ConnectionLike + Send + Sync>(
         let mode: Option<String> = conn
             .hget(key, "mode")
             .await
-            .map_err(keylatch::Error::from)?;
+            .map_err(keylatch_redis::from_redis)?;
         if let Some(mode) = mode {
             fields.insert(0, ("mode".to_owned(), mode));
         }
@@ -176,7 +176,7 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
     limit: usize,
 ) -> Result<Value, Failure> {
     let mut malformed: Vec<String> = Vec::new();
-    let redis_err = keylatch::Error::from;
+    let redis_err = keylatch_redis::from_redis;
     let now = server_millis(conn).await?;
     let mut report = json!({ "name": name });
     let token_key = prefixed("redisson_lock_token", name);

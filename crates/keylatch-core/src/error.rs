@@ -1,8 +1,6 @@
-//! The error type shared by every keylatch crate.
+//! The error type shared by every keylatch crate and store.
 
 use std::time::Duration;
-
-use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// A `Result` whose error is keylatch's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -10,8 +8,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in keylatch.
 ///
 /// Input errors (`InvalidName`, `InvalidLease`, `InvalidConfig`, …) are detected before
-/// anything is sent to Redis, so Redis is left untouched. Errors that come from Redis keep
-/// their cause in [`std::error::Error::source`]; the message never repeats it.
+/// anything is sent to the store, so the store is left untouched. Errors that come from the
+/// store's client library keep their cause in [`std::error::Error::source`] as a
+/// [`StoreError`] (downcast it to the library's error type, for example
+/// `redis::RedisError`); the message never repeats it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -84,22 +84,22 @@ pub enum Error {
         key: String,
     },
     /// The Redis server could not be reached.
-    #[error("cannot connect to redis at {url}")]
+    #[error("cannot connect to {url}")]
     Connect {
         /// The URL (without password) that was tried.
         url: String,
         /// The cause.
         #[source]
-        source: RedisError,
+        source: StoreError,
     },
     /// The URL could not be parsed.
-    #[error("invalid redis url {url:?}")]
+    #[error("invalid url {url:?}")]
     InvalidUrl {
         /// The URL (without password) that was given.
         url: String,
         /// The cause.
         #[source]
-        source: RedisError,
+        source: StoreError,
     },
     /// A `redis+sentinel://` URL is malformed. Nothing was sent.
     #[error("invalid sentinel url {url:?}: {reason}")]
@@ -121,8 +121,8 @@ pub enum Error {
     /// during a slot migration, `MASTERDOWN`), or its redirections did not settle, after
     /// retries with back-off within the response timeout. The command did not run; a wait
     /// tries again within its budget.
-    #[error("redis cluster cannot serve the slot now; the command did not run")]
-    ClusterUnavailable(#[source] RedisError),
+    #[error("the cluster cannot serve the slot now; the command did not run")]
+    ClusterUnavailable(#[source] StoreError),
     /// A TLS file (CA, certificate or key) could not be read.
     #[error("cannot read the TLS file {path:?} ({field})")]
     TlsFile {
@@ -143,53 +143,53 @@ pub enum Error {
         url: String,
         /// The cause.
         #[source]
-        source: RedisError,
+        source: StoreError,
     },
     /// Authentication failed: wrong password, unknown or disabled user (`WRONGPASS`), or no
     /// credentials where the server requires them (`NOAUTH`).
-    #[error("redis refused the credentials")]
-    Auth(#[source] RedisError),
+    #[error("the server refused the credentials")]
+    Auth(#[source] StoreError),
     /// The Redis user lacks a permission keylatch needs (`NOPERM`): a command, a key or a
     /// pub/sub channel, as [`what`](Error::NoPermission::what) says. docs/deployment.md gives
     /// the ACL rules keylatch needs.
-    #[error("redis denied {what} to this user (NOPERM)")]
+    #[error("the server denied {what} to this user (NOPERM)")]
     NoPermission {
         /// What was denied: `the command 'evalsha'`, `a key`, `a channel`, … as Redis says it.
         what: String,
         /// The cause.
         #[source]
-        source: RedisError,
+        source: StoreError,
     },
     /// A command did not get a reply in time. Its effect on the server is unknown; keylatch
     /// undoes any hold or permit it may have granted.
-    #[error("redis did not reply within {after:?}")]
+    #[error("the server did not reply within {after:?}")]
     Timeout {
         /// The configured response timeout.
         after: Duration,
     },
     /// The connection to Redis failed while a command was in flight. Its effect on the server
     /// is unknown; keylatch undoes any hold or permit it may have granted.
-    #[error("the connection to redis failed")]
-    Connection(#[source] RedisError),
+    #[error("the connection to the server failed")]
+    Connection(#[source] StoreError),
     /// No connection could be taken from the pool.
-    #[error("no redis connection available from the pool")]
-    Pool(#[source] deadpool_redis::PoolError),
+    #[error("no connection available from the pool")]
+    Pool(#[source] StoreError),
     /// Redis is out of memory (`maxmemory` reached under the `noeviction` policy) and refused
     /// a command that takes memory, before it ran: nothing was written. Releases and renewals
     /// still run (their scripts declare `allow-oom`).
-    #[error("redis is out of memory and refused the command; nothing was written")]
-    OutOfMemory(#[source] RedisError),
+    #[error("the server is out of memory and refused the command; nothing was written")]
+    OutOfMemory(#[source] StoreError),
     /// The server is no longer the primary (`READONLY`: a failover made it a replica) and
     /// refused the command before it ran. keylatch looks the primary up again and sends the
     /// command there; this error is seen only when that did not succeed within a few tries.
-    #[error("redis refused the command as a replica (READONLY); nothing was written")]
-    ReadOnly(#[source] RedisError),
+    #[error("the server refused the command as a replica (READONLY); nothing was written")]
+    ReadOnly(#[source] StoreError),
     /// Any other error reported by Redis.
-    #[error("redis reported an error")]
-    Redis(#[source] RedisError),
+    #[error("the server reported an error")]
+    Store(#[source] StoreError),
     /// A script returned a reply keylatch does not understand (another program wrote to the
     /// key, or a script of another version is loaded).
-    #[error("unexpected reply from redis for {what}")]
+    #[error("unexpected reply from the server for {what}")]
     UnexpectedReply {
         /// Which call it was.
         what: &'static str,
@@ -208,9 +208,9 @@ pub enum Error {
         /// Why, and what to use instead.
         reason: &'static str,
     },
-    /// Replica acknowledgement ([`Config::replicas`](crate::Config::replicas)): fewer replicas
+    /// Replica acknowledgement (`Config::replicas`): fewer replicas
     /// than asked for confirmed the acquisition within
-    /// [`Config::replicas_timeout`](crate::Config::replicas_timeout), so a failover could
+    /// `Config::replicas_timeout`, so a failover could
     /// have lost it. The acquisition was undone; a wait tries again within its budget.
     #[error(
         "only {acknowledged} of {wanted} replica(s) acknowledged the acquisition within \
@@ -243,17 +243,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// Converts a Redis error, naming `key` when the error is about its type.
-    pub fn from_redis(err: RedisError, key: &str) -> Error {
-        if err.code() == Some("WRONGTYPE") || err.detail().is_some_and(|d| d.contains("WRONGTYPE"))
-        {
-            return Error::WrongType {
-                key: key.to_owned(),
-            };
-        }
-        Error::from(err)
-    }
-
     /// True when the outcome of the command is unknown: it may or may not have run on the
     /// server (timeouts and connection failures), or may not survive a failover (an
     /// acquisition too few replicas acknowledged): what it may have taken must be undone.
@@ -275,59 +264,38 @@ impl Error {
     }
 }
 
-impl From<RedisError> for Error {
-    fn from(err: RedisError) -> Self {
-        match err.kind() {
-            ErrorKind::AuthenticationFailed => Error::Auth(err),
-            ErrorKind::Server(ServerErrorKind::NoPerm) => Error::NoPermission {
-                what: denied(&err),
-                source: err,
-            },
-            _ if err.code() == Some("NOPERM") => Error::NoPermission {
-                what: denied(&err),
-                source: err,
-            },
-            _ if err.code() == Some("WRONGPASS") || err.code() == Some("NOAUTH") => {
-                Error::Auth(err)
-            }
-            _ if err.code() == Some("OOM") => Error::OutOfMemory(err),
-            ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::ReadOnly(err),
-            _ if err.code() == Some("READONLY") => Error::ReadOnly(err),
-            _ if err.is_timeout() => Error::Timeout {
-                after: Duration::ZERO,
-            },
-            _ if err.is_io_error() || err.is_connection_dropped() => Error::Connection(err),
-            _ => Error::Redis(err),
-        }
+/// An error of a store's client library (redis-rs, zookeeper-client), kept as the source of
+/// an [`Error`]: its `Display` and `Debug` are the library's, and
+/// [`downcast_ref`](StoreError::downcast_ref) gives the library's own type back.
+#[derive(Clone)]
+pub struct StoreError(std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl StoreError {
+    /// Wraps a client library's error.
+    pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError(std::sync::Arc::new(err))
+    }
+
+    /// The library's error, if it is an `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref()
     }
 }
 
-/// What a `NOPERM` error denied, from Redis's message ("this user has no permissions to run
-/// the 'evalsha' command", "… to access one of the keys used as arguments", "No permissions to
-/// access a channel").
-fn denied(err: &RedisError) -> String {
-    let text = err.to_string();
-    if let Some(start) = text.find("to run the '") {
-        let rest = &text[start + "to run the '".len()..];
-        if let Some(end) = rest.find('\'') {
-            return format!("the command '{}'", &rest[..end]);
-        }
+impl std::fmt::Debug for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
     }
-    let text = text.to_ascii_lowercase();
-    if text.contains("access a key") || text.contains("the keys") {
-        return "a key".to_owned();
-    }
-    if text.contains("access a channel") || text.contains("the channels") {
-        return "a channel".to_owned();
-    }
-    "a command, key or channel".to_owned()
 }
 
-impl From<deadpool_redis::PoolError> for Error {
-    fn from(err: deadpool_redis::PoolError) -> Self {
-        match err {
-            deadpool_redis::PoolError::Backend(e) => Error::from(e),
-            other => Error::Pool(other),
-        }
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }

@@ -1,85 +1,45 @@
-//! The core of [keylatch](https://docs.rs/keylatch): Redis-backed distributed locks for async
-//! Rust in the Redisson family.
+//! The store-independent core of [keylatch](https://docs.rs/keylatch): distributed locks for
+//! async Rust in the Redisson family.
 //!
 //! **Who this crate is for.** Applications depend on the `keylatch` facade, which re-exports
-//! what they need from here. This crate is for the primitive crates (`keylatch-reentrant`,
-//! and the fair lock, read-write lock and semaphores built the same way) and for anyone
-//! writing another primitive on the same machinery:
+//! what they need from here. This crate is for the store layers (`keylatch-redis`) and the
+//! primitive crates built on them, and for anyone writing another store or primitive:
 //!
-//! - [`Client`] and [`Config`]: connections, the client UUID, cheap clones.
+//! - [`DistributedLock`] and [`AcquireOptions`]: the shared, object-safe lock trait, and the
+//!   parts of the wait loop every store shares ([`lock`]).
+//! - [`LockGuard`], [`HoldRelease`] and the hold registry ([`hold`]): the guard every lock
+//!   returns, its `lost()`, and the background-work handle guards receive.
 //! - [`Owner`] and [`OwnerId`]: who holds a reentrant hold (`<client-uuid>:<owner-number>`).
-//! - [`LuaScript`] and [`ScriptCall`]: static scripts run by EVALSHA, preloaded, reloaded
-//!   transparently after `NOSCRIPT`.
-//! - [`PubSubHub`]: one pub/sub connection per client, reference-counted subscriptions.
-//! - [`WatchdogRegistry`]: every live hold, renewed in batches by one task per client.
-//! - [`DistributedLock`], [`LockGuard`] and [`HoldRelease`]: the shared, object-safe lock
-//!   trait and the guard every lock returns.
-//! - [`Error`]: one error type for every crate.
+//! - [`Error`]: one error type for every crate and store; a store's own errors are kept as
+//!   [`StoreError`] sources.
+//! - [`SecretUrl`] and [`redact_url`]: connection URLs that never show their passwords.
+//! - [`telemetry`]: the metric names every store records.
 //!
-//! The core knows nothing of any primitive: key layouts and scripts live in the primitive
-//! crates.
-//!
-//! ```no_run
-//! # async fn demo() -> keylatch::Result<()> {
-//! use keylatch::{Client, Config};
-//!
-//! let client = Client::connect_with(Config::from_env()).await?;
-//! println!("client {} connected", client.id());
-//! # Ok(()) }
-//! ```
+//! It depends on no store's client library.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod backoff;
-mod client;
-mod cluster;
-mod commands;
-mod config;
-mod connection;
 mod error;
-mod guard;
-mod hub;
-mod keys;
-mod lock;
+pub mod hold;
+pub mod lock;
+pub mod names;
 mod owner;
-mod redact;
-mod release;
-mod script;
-mod telemetry;
-mod topology;
-mod transport;
-mod watchdog;
+mod secret;
+pub mod telemetry;
 
 pub use backoff::Backoff;
-pub use client::{Acquisition, Client, ClientStats};
-pub use commands::COALESCE_AFTER;
-pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
-pub use connection::Connection;
-pub use error::{Error, Result};
-pub use guard::{LockGuard, UndoGuard};
-pub use hub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
-pub use keys::{
-    MAX_LEASE, MAX_NAME_LEN, lease_millis, prefixed, suffixed, validate_lease, validate_name,
-    validate_name_with,
+pub use error::{Error, Result, StoreError};
+pub use hold::{
+    Acquisition, Background, HoldHandle, HoldKey, HoldRelease, HoldState, HoldWatch, LockGuard,
+    PendingWork, Renewal, UndoGuard, WatchdogRegistry, WatchdogStats,
 };
 pub use lock::{
-    AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, deadline_after, jitter, open,
-    retrying, unbounded, wait_for,
+    AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, deadline_after, jitter, retrying,
+    unbounded,
 };
-pub use owner::{Owner, OwnerId};
-pub use redact::{SecretUrl, redact_url};
-pub use release::HoldRelease;
-pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
-pub use transport::TlsConfig;
-pub use watchdog::{
-    HoldHandle, HoldKey, HoldState, HoldWatch, PendingWork, RENEW_HASH_HOLDS, RENEWAL_BATCH,
-    Renewal, WatchdogRegistry, WatchdogStats,
-};
-
-/// The `deadpool-redis` crate keylatch is built on.
-pub use deadpool_redis;
-/// The `redis` crate keylatch is built on, so users get the matching version.
-pub use deadpool_redis::redis;
-/// The `secrecy` crate, whose [`SecretString`](secrecy::SecretString) holds the passwords of a
-/// [`Config`].
+pub use names::{MAX_LEASE, MAX_NAME_LEN, lease_millis, validate_lease};
+pub use owner::{Owner, OwnerId, OwnerIdText};
+/// The `secrecy` crate, whose `SecretString` holds passwords.
 pub use secrecy;
+pub use secret::{SecretUrl, redact_url};

@@ -1,4 +1,5 @@
-//! The shared lock trait, acquire options and the wait loop every primitive uses.
+//! The shared lock trait, acquire options, and the parts of the wait loop every store shares
+//! (the attempt's outcome, retries of transient failures, jitter).
 
 use std::fmt;
 use std::time::Duration;
@@ -6,11 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::client::Client;
 use crate::error::Result;
-use crate::guard::LockGuard;
-use crate::hub::WakeMode;
-use crate::owner::OwnerId;
+use crate::hold::LockGuard;
 
 /// How long to wait and how long to hold.
 ///
@@ -106,11 +104,12 @@ pub trait DistributedLock: Send + Sync + fmt::Debug {
     /// entry behind (a request already sent is undone in the background).
     async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>>;
 
-    /// Where a release of this lock is announced to every waiter: the client whose pub/sub hub
-    /// hears it, and the channel. A lock made of locks on several servers (a RedLock) waits
-    /// on all of them. `None` (the default) when the primitive has no such channel (a fair
-    /// lock wakes each waiter on its own).
-    fn release_channel(&self) -> Option<(&Client, &str)> {
+    /// Where a release of this lock is announced to every waiter: the store's client that
+    /// hears it (the Redis layer's `Client`, whose pub/sub hub subscribes) and the channel. A
+    /// lock made of locks on several servers (a RedLock) waits on all of them. `None` (the
+    /// default) when the primitive has no such channel (a fair lock wakes each waiter on its
+    /// own).
+    fn release_channel(&self) -> Option<(&(dyn std::any::Any + Send + Sync), &str)> {
         None
     }
 
@@ -188,7 +187,7 @@ pub fn deadline_after(wait: Duration) -> Option<Instant> {
     Instant::now().checked_add(wait)
 }
 
-/// The outcome of one acquire attempt, for [`wait_for`].
+/// The outcome of one acquire attempt, for a store's wait loop.
 #[derive(Debug)]
 pub enum Attempt<T> {
     /// Acquired.
@@ -197,146 +196,14 @@ pub enum Attempt<T> {
     Retry(Option<Duration>),
 }
 
-/// The wait loop shared by the primitives: try; if refused and the budget allows, subscribe to
-/// `channel` *before* retrying, then retry whenever a message arrives, the holder's lease
-/// ends, or the jittered fallback poll passes, until `deadline` (`None`: forever).
-///
-/// Returns `Ok(None)` when the deadline passed first. Transient failures (`is_ambiguous`)
-/// are retried with back-off, up to 8 in a row, while the deadline allows; `attempt` must have
-/// undone its own effect before returning one.
-///
-/// # Cancel safety
-/// Cancel safe if `attempt` is: the subscription is released on drop.
-// Not an async fn, on purpose (see the comment in the body).
-#[allow(clippy::too_many_arguments, clippy::manual_async_fn)]
-pub fn wait_for<T, F, Fut>(
-    client: &Client,
-    primitive: &'static str,
-    owner: Option<OwnerId>,
-    channel: &str,
-    wake: WakeMode,
-    deadline: Option<Instant>,
-    mut attempt: F,
-) -> impl Future<Output = Result<Option<T>>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Attempt<T>>>,
-{
-    // An async block rather than an async fn: it keeps its arguments once, where an async
-    // fn's future keeps them twice (as arguments and as locals), in every acquisition's future.
-    async move {
-        let mut acquisition = client.begin_acquisition(primitive)?;
-        acquisition.naming(channel);
-        if let Some(owner) = owner {
-            acquisition.owned_by(owner);
-        }
-        let mut failures = 0;
-        let remaining = match open(
-            client,
-            retrying(&mut attempt, deadline, &mut failures).await,
-        )? {
-            Attempt::Done(value) => {
-                acquisition.finish("acquired");
-                return Ok(Some(value));
-            }
-            Attempt::Retry(remaining) => remaining,
-        };
-        if deadline.is_some_and(|d| d <= Instant::now()) {
-            acquisition.finish("timed_out");
-            return Ok(None);
-        }
-        // Boxed: waiting is the slow path, and inline it would make every acquisition's future
-        // (the first attempt's, which most acquisitions end with) twice as large.
-        Box::pin(wait_subscribed(
-            client,
-            channel,
-            wake,
-            deadline,
-            attempt,
-            acquisition,
-            failures,
-            remaining,
-        ))
-        .await
-    }
-}
-
-/// The rest of [`wait_for`] after a refused first attempt: subscribe, then try again on every
-/// wake-up or poll until the lock is taken or the deadline passes.
-#[allow(clippy::too_many_arguments)]
-async fn wait_subscribed<T, F, Fut>(
-    client: &Client,
-    channel: &str,
-    wake: WakeMode,
-    deadline: Option<Instant>,
-    mut attempt: F,
-    mut acquisition: crate::Acquisition,
-    mut failures: u32,
-    mut remaining: Option<Duration>,
-) -> Result<Option<T>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Attempt<T>>>,
-{
-    let poll = client.config().fallback_poll;
-    let subscription = client.hub().subscribe(channel, wake, poll).await?;
-    loop {
-        let notified = subscription.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        // The first retry happens right after subscribing: a release may have come before.
-        match open(
-            client,
-            retrying(&mut attempt, deadline, &mut failures).await,
-        )? {
-            Attempt::Done(value) => {
-                acquisition.finish("acquired_after_waiting");
-                return Ok(Some(value));
-            }
-            Attempt::Retry(r) => remaining = r.or(remaining),
-        }
-        let now = Instant::now();
-        let mut until = now + jitter(poll);
-        if let Some(r) = remaining.and_then(|r| now.checked_add(r)) {
-            until = until.min(r);
-        }
-        if let Some(deadline) = deadline {
-            if deadline <= now {
-                acquisition.finish("timed_out");
-                return Ok(None);
-            }
-            until = until.min(deadline);
-        }
-        tokio::select! {
-            _ = tokio::time::timeout_at(until, notified) => {}
-            // The client is shutting down: give up (what a dropped attempt took is undone).
-            _ = client.closing() => return Err(crate::Error::Closed),
-        }
-        remaining = None;
-    }
-}
-
-/// An attempt's outcome, or [`Error::Closed`](crate::Error::Closed) when the client started
-/// shutting down meanwhile (what the attempt took is dropped, which releases it). For
-/// primitives that run their own wait loop, after each attempt.
-///
-/// # Errors
-/// The attempt's error, or `Closed`.
-pub fn open<T>(client: &Client, outcome: Result<T>) -> Result<T> {
-    if client.is_closed() {
-        return Err(crate::Error::Closed);
-    }
-    outcome
-}
-
 /// How many transient failures in a row an acquire rides out before it reports the error.
 pub const TRANSIENT_RETRIES: u32 = 8;
 
 /// One attempt; a transient failure (connection lost, reply timed out — the attempt has already
 /// undone whatever it may have done) is retried after a short back-off while the deadline allows,
 /// up to [`TRANSIENT_RETRIES`] in a row (`failures` counts them across calls and is reset by an
-/// answer), so a killed connection or a failover does not fail a waiting acquire. The loop of
-/// [`wait_for`], for primitives that run their own wait loop.
+/// answer), so a killed connection or a failover does not fail a waiting acquire. The inner
+/// loop of every store's wait loop, and of primitives that run their own.
 ///
 /// # Errors
 /// The attempt's error when it is not transient, or when the retries or the deadline ran out.

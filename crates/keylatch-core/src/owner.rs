@@ -108,10 +108,33 @@ impl OwnerId {
     }
 }
 
+/// An owner id's wire form, `<client-uuid>:<number>`, on the stack: a store writes it into a
+/// command's argument without allocating ([`OwnerId::wire_form`]).
+#[derive(Clone, Copy)]
+pub struct OwnerIdText {
+    buf: [u8; 57],
+    len: usize,
+}
+
+impl OwnerIdText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len])
+            .expect("hex digits, hyphens and digits are ASCII")
+    }
+}
+
+impl fmt::Debug for OwnerIdText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 impl OwnerId {
-    /// The wire form, `<client-uuid>:<number>`, written into `buf` (no allocation).
-    fn encode<'b>(&self, buf: &'b mut [u8; 57]) -> &'b str {
+    /// The wire form, `<client-uuid>:<number>` (Redisson's hash field), without allocating.
+    pub fn wire_form(&self) -> OwnerIdText {
         // 36 for the hyphenated UUID, 1 for ':', at most 20 digits.
+        let mut buf = [0u8; 57];
         self.client.hyphenated().encode_lower(&mut buf[..36]);
         buf[36] = b':';
         let mut digits = [0u8; 20];
@@ -128,24 +151,14 @@ impl OwnerId {
         for i in 0..len {
             buf[37 + i] = digits[len - 1 - i];
         }
-        std::str::from_utf8(&buf[..37 + len]).expect("hex digits, hyphens and digits are ASCII")
-    }
-}
-
-/// The wire form, written straight into a command's argument (no text allocated on the way).
-impl deadpool_redis::redis::ToRedisArgs for OwnerId {
-    fn write_redis_args<W>(&self, out: &mut W)
-    where
-        W: ?Sized + deadpool_redis::redis::RedisWrite,
-    {
-        out.write_arg(self.encode(&mut [0u8; 57]).as_bytes());
+        OwnerIdText { buf, len: 37 + len }
     }
 }
 
 impl fmt::Display for OwnerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // One write, so `to_string` allocates its text once, at its size.
-        f.write_str(self.encode(&mut [0u8; 57]))
+        f.write_str(self.wire_form().as_str())
     }
 }
 
@@ -154,14 +167,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_argument_is_the_display_form() {
-        use deadpool_redis::redis::ToRedisArgs;
+    fn the_wire_form_is_the_display_form() {
         for number in [0, 7, 10, 12_345, u64::MAX] {
             let owner = OwnerId {
                 client: Uuid::new_v4(),
                 number,
             };
-            assert_eq!(owner.to_redis_args(), vec![owner.to_string().into_bytes()]);
+            assert_eq!(owner.wire_form().as_str(), owner.to_string());
         }
     }
 

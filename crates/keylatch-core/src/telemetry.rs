@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// One acquisition ended.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn acquisition(primitive: &'static str, outcome: &'static str, took: Duration) {
+pub fn acquisition(primitive: &'static str, outcome: &'static str, took: Duration) {
     #[cfg(feature = "metrics")]
     {
         metrics::counter!("keylatch_acquisitions_total", "primitive" => primitive, "outcome" => outcome)
@@ -25,14 +25,14 @@ pub(crate) fn acquisition(primitive: &'static str, outcome: &'static str, took: 
 
 /// One hold was released (or given up) after `held`.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn released(held: Duration) {
+pub fn released(held: Duration) {
     #[cfg(feature = "metrics")]
     metrics::histogram!("keylatch_hold_seconds").record(held);
 }
 
 /// Renewal results of one watchdog tick.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn renewals(outcome: &'static str, count: u64) {
+pub fn renewals(outcome: &'static str, count: u64) {
     #[cfg(feature = "metrics")]
     if count > 0 {
         metrics::counter!("keylatch_renewals_total", "outcome" => outcome).increment(count);
@@ -40,13 +40,13 @@ pub(crate) fn renewals(outcome: &'static str, count: u64) {
 }
 
 /// A hold was reported lost.
-pub(crate) fn hold_lost() {
+pub fn hold_lost() {
     #[cfg(feature = "metrics")]
     metrics::counter!("keylatch_holds_lost_total").increment(1);
 }
 
 /// A command or pipeline was sent.
-pub(crate) fn round_trip() {
+pub fn round_trip() {
     #[cfg(feature = "metrics")]
     metrics::counter!("keylatch_round_trips_total").increment(1);
 }

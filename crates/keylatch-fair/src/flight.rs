@@ -15,8 +15,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::redis::Value;
-use keylatch_core::{Backoff, Client, HoldKey, OwnerId, PendingWork, Result, ScriptCall};
+use keylatch_core::{Backoff, HoldKey, OwnerId, PendingWork, Result};
+use keylatch_redis::redis::Value;
+use keylatch_redis::{Client, ScriptCall};
 use tokio::sync::oneshot;
 
 use crate::keys::Keys;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use keylatch_core::{LuaScript, ScriptCall, prefixed, suffixed};
+use keylatch_redis::{LuaScript, ScriptCall, prefixed, suffixed};
 
 /// The names of one fair lock: Redisson's hash `name`, queue list, score zset and wake-up
 /// channel prefix; keylatch's waiter deadline zset and grant hash; the (opt-in) fencing

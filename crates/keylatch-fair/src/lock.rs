@@ -4,10 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::redis;
-use keylatch_core::{
-    AcquireOptions, Client, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, Result,
-};
+use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, Result};
+use keylatch_redis::Client;
+use keylatch_redis::redis;
 
 use crate::keys::Keys;
 use crate::release::FairRelease;

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keylatch_core::redis::Value;
-use keylatch_core::{Client, Error, HoldKey, HoldRelease, OwnerId, Result};
+use keylatch_core::{Error, HoldKey, HoldRelease, OwnerId, Result};
+use keylatch_redis::Client;
+use keylatch_redis::redis::Value;
 
 use crate::keys::Keys;
 use crate::scripts::{LEAVE, RELEASE, RELEASE_IF_COUNT};
@@ -19,7 +20,7 @@ pub(crate) struct FairRelease {
 #[async_trait]
 impl HoldRelease for FairRelease {
     async fn release(&self, owner: OwnerId) -> Result<()> {
-        let call = self.keys.call(&RELEASE).arg(owner);
+        let call = self.keys.call(&RELEASE).arg(owner.wire_form().as_str());
         match self.client.eval_value(&call).await? {
             Value::Nil => Err(Error::NotHeld {
                 name: self.keys.name.to_string(),
@@ -50,7 +51,7 @@ impl FairRelease {
         let call = self
             .keys
             .call(&RELEASE_IF_COUNT)
-            .arg(owner)
+            .arg(owner.wire_form().as_str())
             .arg(expected)
             .arg(if spare_grant { "1" } else { "0" });
         let _released: i64 = self.client.eval(&call).await?;

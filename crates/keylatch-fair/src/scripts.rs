@@ -3,7 +3,7 @@
 //! the server clock, type checks, eviction of dead waiters, waking one waiter), prepended at
 //! compile time; the watchdog's refresh shares `lua/queue_lib.lua`.
 
-use keylatch_core::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
+use keylatch_redis::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
 
 macro_rules! with_prelude {
     ($file:literal) => {
@@ -44,7 +44,7 @@ pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::freeing(
 pub(crate) static QUEUE: LuaScript =
     LuaScript::freeing("fair_queue", include_str!("lua/queue.lua"));
 
-/// Every script of the fair lock, for [`Client::preload`](keylatch_core::Client::preload).
+/// Every script of the fair lock, for [`Client::preload`](keylatch_redis::Client::preload).
 pub static SCRIPTS: &[&LuaScript] = &[
     &ACQUIRE,
     &RELEASE,

@@ -23,12 +23,12 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, Error, HoldHandle, HoldKey, HoldState, LETTER_MARK, LockGuard, Owner,
-    OwnerId, RENEW_HASH_HOLDS, Renewal, Result, Subscription, WakeMode, jitter, lease_millis, open,
-    retrying, validate_lease,
+    AcquireOptions, Attempt, Error, HoldHandle, HoldKey, HoldState, LockGuard, Owner, OwnerId,
+    Renewal, Result, jitter, lease_millis, retrying, validate_lease,
 };
+use keylatch_redis::redis::Value;
+use keylatch_redis::{LETTER_MARK, RENEW_HASH_HOLDS, Subscription, WakeMode, open};
 use tokio::time::Instant;
 
 use crate::flight::{Flight, Undo};
@@ -77,7 +77,7 @@ impl FairLock {
             }
             None => (
                 self.client.config().watchdog_timeout,
-                Renewal::Watchdog(&RENEW_HASH_HOLDS),
+                RENEW_HASH_HOLDS.renewal(),
             ),
         };
         let owner = self.client.owner_id(Owner::or_unique(self.owner));
@@ -297,7 +297,7 @@ impl FairLock {
     /// The guard of a hold of `request`'s owner.
     fn guard(&self, request: &Request, hold: HoldHandle, token: Option<u64>) -> LockGuard {
         LockGuard::new(
-            self.client.clone(),
+            self.client.background().clone(),
             self.keys.name.clone(),
             request.owner,
             self.release.clone(),
@@ -323,7 +323,7 @@ impl FairLock {
         *refresh = Some(self.client.watchdog().register(
             HoldKey::new(&self.keys.timeouts, field),
             self.waiter_timeout,
-            Renewal::Watchdog(&REFRESH_WAITERS),
+            REFRESH_WAITERS.renewal(),
             sent_at,
         ));
     }

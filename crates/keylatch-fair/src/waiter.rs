@@ -2,8 +2,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use keylatch_core::redis::Value;
 use keylatch_core::{Error, Result};
+use keylatch_redis::redis::Value;
 
 /// One waiter in a fair lock's queue, as [`FairLock::queue`](crate::FairLock::queue) reads it.
 ///

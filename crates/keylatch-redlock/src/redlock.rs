@@ -7,10 +7,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
-use keylatch_core::{
-    AcquireOptions, DistributedLock, Error, LockGuard, Result, Subscription, TRANSIENT_RETRIES,
-    WakeMode,
-};
+use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, Result, TRANSIENT_RETRIES};
+use keylatch_redis::{Client, Subscription, WakeMode};
 use tokio::time::Instant;
 
 /// The default time one server may take to answer an attempt.
@@ -23,7 +21,7 @@ const MAX_STAGGER: Duration = Duration::from_millis(25);
 /// A lock held on a majority of independent Redis servers (the RedLock algorithm, Redisson's
 /// `RedissonRedLock`), so that the failure or failover of a minority of them loses nothing.
 ///
-/// Built from one lock handle per server, each on its own [`Client`](keylatch_core::Client)
+/// Built from one lock handle per server, each on its own [`Client`](keylatch_redis::Client)
 /// (typically `client.lock(name)` for the same name on every server). An attempt asks every
 /// server at once, each for at most the server timeout (50 ms by default, far below any
 /// lease); it holds when a majority granted it and the validity — the lease, less the time
@@ -289,7 +287,10 @@ impl RedLock {
     async fn subscribe(&self) -> Vec<Subscription> {
         let mut subscriptions = Vec::new();
         for part in self.parts.iter() {
-            if let Some((client, channel)) = part.release_channel() {
+            let part = part
+                .release_channel()
+                .and_then(|(client, channel)| Some((client.downcast_ref::<Client>()?, channel)));
+            if let Some((client, channel)) = part {
                 let subscribing =
                     client
                         .hub()

@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::redis::{self, Value};
 use keylatch_core::{
-    AcquireOptions, Attempt, Client, DistributedLock, Error, HoldKey, LockGuard, Owner, OwnerId,
-    RENEW_HASH_HOLDS, Renewal, Result, UndoGuard, WakeMode, prefixed, validate_lease,
+    AcquireOptions, Attempt, DistributedLock, Error, HoldKey, LockGuard, Owner, OwnerId, Renewal,
+    Result, UndoGuard, validate_lease,
 };
+use keylatch_redis::redis::{self, Value};
+use keylatch_redis::{Client, RENEW_HASH_HOLDS, WakeMode, prefixed};
 use tokio::time::Instant;
 
 use crate::release::ReentrantRelease;
@@ -164,14 +165,14 @@ impl ReentrantLock {
             }
             None => (
                 self.client.config().watchdog_timeout,
-                Renewal::Watchdog(&RENEW_HASH_HOLDS),
+                RENEW_HASH_HOLDS.renewal(),
             ),
         };
         let owner = self.client.owner_id(Owner::or_unique(self.owner));
         // The hold's name, formatted once for every attempt, the undo and the registration.
         let hold_key = HoldKey::new(&self.name, owner);
         let deadline = options.deadline();
-        keylatch_core::wait_for(
+        keylatch_redis::wait_for(
             &self.client,
             "reentrant",
             Some(owner),
@@ -195,7 +196,7 @@ impl ReentrantLock {
         watchdog.settled(&self.name, field).await;
         let expected = watchdog.local_count(&self.name, field) as u64 + 1;
         let undo = UndoGuard::arm_for_key(
-            &self.client,
+            self.client.background(),
             self.release.clone(),
             owner,
             expected,
@@ -248,7 +249,7 @@ impl ReentrantLock {
         };
         let hold = watchdog.register(hold_key.clone(), lease, renewal, sent_at);
         Ok(Attempt::Done(LockGuard::new(
-            self.client.clone(),
+            self.client.background().clone(),
             self.name.clone(),
             owner,
             self.release.clone(),
@@ -340,7 +341,7 @@ impl DistributedLock for ReentrantLock {
         ReentrantLock::acquire(self, options).await
     }
 
-    fn release_channel(&self) -> Option<(&Client, &str)> {
+    fn release_channel(&self) -> Option<(&(dyn std::any::Any + Send + Sync), &str)> {
         Some((&self.client, self.channel()))
     }
 

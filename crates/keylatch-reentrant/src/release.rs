@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keylatch_core::redis::Value;
-use keylatch_core::{Client, Error, HoldRelease, OwnerId, Result};
+use keylatch_core::{Error, HoldRelease, OwnerId, Result};
+use keylatch_redis::Client;
+use keylatch_redis::redis::Value;
 
 use crate::scripts::{RELEASE, RELEASE_IF_COUNT, UNLOCK_MESSAGE};
 
@@ -19,13 +20,13 @@ pub(crate) struct ReentrantRelease {
 }
 
 impl ReentrantRelease {
-    fn call(&self, owner: OwnerId) -> keylatch_core::ScriptCall {
+    fn call(&self, owner: OwnerId) -> keylatch_redis::ScriptCall {
         RELEASE
             .call()
             .key(&*self.name)
             .key(&*self.channel)
             .arg(UNLOCK_MESSAGE)
-            .arg(owner)
+            .arg(owner.wire_form().as_str())
     }
 
     fn released(&self, reply: Value) -> Result<()> {
@@ -59,7 +60,7 @@ impl HoldRelease for ReentrantRelease {
             .key(&*self.name)
             .key(&*self.channel)
             .arg(UNLOCK_MESSAGE)
-            .arg(owner)
+            .arg(owner.wire_form().as_str())
             .arg(expected);
         let _released: i64 = self.client.eval(&call).await?;
         Ok(())

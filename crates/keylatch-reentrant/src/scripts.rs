@@ -1,7 +1,7 @@
 //! The reentrant lock's scripts, one static each.
 
-use keylatch_core::redis::Value;
-use keylatch_core::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
+use keylatch_redis::redis::Value;
+use keylatch_redis::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
 
 pub(crate) static ACQUIRE: LuaScript = LuaScript::taking_with(
     "reentrant_acquire",
@@ -27,7 +27,7 @@ pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing(
     include_str!("lua/force_unlock.lua"),
 );
 
-/// Every script of the reentrant lock, for [`Client::preload`](keylatch_core::Client::preload).
+/// Every script of the reentrant lock, for [`Client::preload`](keylatch_redis::Client::preload).
 pub static SCRIPTS: [&LuaScript; 5] = [
     &ACQUIRE,
     &RELEASE,

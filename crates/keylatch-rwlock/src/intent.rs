@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::{HoldHandle, HoldKey, HoldState, Renewal, Result};
+use keylatch_core::{HoldHandle, HoldKey, HoldState, Result};
 use tokio::time::Instant;
 
 use crate::scripts::{INTENT_RENEW, INTENT_WITHDRAW};
@@ -55,7 +55,7 @@ impl IntentGuard {
             self.refresh = Some(self.shared.client.watchdog().register(
                 HoldKey::new(&self.shared.intent_key, &self.field),
                 self.timeout,
-                Renewal::Watchdog(&INTENT_RENEW),
+                INTENT_RENEW.renewal(),
                 sent_at,
             ));
         }

@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::redis::Value;
 use keylatch_core::{
     AcquireOptions, Attempt, DistributedLock, Error, HoldKey, LockGuard, Owner, OwnerId, Renewal,
-    Result, UndoGuard, WakeMode, lease_millis, validate_lease,
+    Result, UndoGuard, lease_millis, validate_lease,
 };
+use keylatch_redis::WakeMode;
+use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::release::write_field;
@@ -130,7 +131,7 @@ impl ReadLock {
             }
             None => (
                 self.shared.client.config().watchdog_timeout,
-                Renewal::Watchdog(&READ_RENEW),
+                READ_RENEW.renewal(),
             ),
         };
         let owner = self.shared.client.owner_id(Owner::or_unique(self.owner));
@@ -138,7 +139,7 @@ impl ReadLock {
         let hold_key = HoldKey::new(&self.shared.name, owner);
         let write_field = write_field(owner);
         let deadline = options.deadline();
-        keylatch_core::wait_for(
+        keylatch_redis::wait_for(
             &self.shared.client,
             "read",
             Some(owner),
@@ -164,7 +165,7 @@ impl ReadLock {
         watchdog.settled(&shared.name, field).await;
         let expected = watchdog.local_count(&shared.name, field) as u64 + 1;
         let undo = UndoGuard::arm_for_key(
-            &shared.client,
+            shared.client.background(),
             shared.read_release.clone(),
             owner,
             expected,
@@ -182,7 +183,7 @@ impl ReadLock {
             Value::Nil => {
                 let hold = watchdog.register(hold_key.clone(), lease, renewal, sent_at);
                 Ok(Attempt::Done(LockGuard::new(
-                    shared.client.clone(),
+                    shared.client.background().clone(),
                     shared.name.clone(),
                     owner,
                     shared.read_release.clone(),

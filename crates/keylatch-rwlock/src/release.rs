@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keylatch_core::redis::Value;
-use keylatch_core::{Client, Error, HoldRelease, OwnerId, Result};
+use keylatch_core::{Error, HoldRelease, OwnerId, Result};
+use keylatch_redis::Client;
+use keylatch_redis::redis::Value;
 
 use crate::scripts::{READ_RELEASE, WRITE_RELEASE};
 

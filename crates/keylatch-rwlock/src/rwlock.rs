@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::{Client, LockGuard, Owner, Result};
+use keylatch_core::{LockGuard, Owner, Result};
+
+use keylatch_redis::Client;
 
 use crate::read::ReadLock;
 use crate::shared::Shared;

@@ -1,6 +1,6 @@
 //! The read-write lock's scripts, one static each.
 
-use keylatch_core::{LuaScript, NEXT_TOKEN};
+use keylatch_redis::{LuaScript, NEXT_TOKEN};
 
 pub(crate) static READ_ACQUIRE: LuaScript =
     LuaScript::taking("rwlock_read_acquire", include_str!("lua/read_acquire.lua")).acquisition();
@@ -29,7 +29,7 @@ pub(crate) static INTENT_WITHDRAW: LuaScript = LuaScript::freeing(
 pub(crate) static FORCE_UNLOCK: LuaScript =
     LuaScript::freeing("rwlock_force_unlock", include_str!("lua/force_unlock.lua"));
 
-/// Every script of the read-write lock, for [`Client::preload`](keylatch_core::Client::preload).
+/// Every script of the read-write lock, for [`Client::preload`](keylatch_redis::Client::preload).
 pub static SCRIPTS: &[&LuaScript] = &[
     &READ_ACQUIRE,
     &READ_RELEASE,

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::redis::{self, Value};
-use keylatch_core::{Client, Owner, Result, ScriptCall, UndoGuard, prefixed, suffixed};
+use keylatch_core::{Owner, Result, UndoGuard};
+use keylatch_redis::redis::{self, Value};
+use keylatch_redis::{Client, ScriptCall, prefixed, suffixed};
 
 use crate::release::{Release, Side};
 use crate::scripts::FORCE_UNLOCK;

@@ -4,11 +4,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::redis::Value;
 use keylatch_core::{
     AcquireOptions, Attempt, DistributedLock, Error, HoldKey, LockGuard, MAX_LEASE, Owner, OwnerId,
-    Renewal, Result, UndoGuard, WakeMode, lease_millis, validate_lease,
+    Renewal, Result, UndoGuard, lease_millis, validate_lease,
 };
+use keylatch_redis::WakeMode;
+use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::intent::IntentGuard;
@@ -192,7 +193,7 @@ impl WriteLock {
             }
             None => (
                 shared.client.config().watchdog_timeout,
-                Renewal::Watchdog(&WRITE_RENEW),
+                WRITE_RENEW.renewal(),
             ),
         };
         let owner = shared.client.owner_id(Owner::or_unique(self.owner));
@@ -222,7 +223,7 @@ impl WriteLock {
         // One writer per message: only one can take the lock, and the others would only run
         // their acquire script for nothing (a herd). Readers waiting on the same channel ask
         // for every message to wake everyone, as several of them may proceed.
-        let result = keylatch_core::wait_for(
+        let result = keylatch_redis::wait_for(
             &shared.client,
             "write",
             Some(owner),
@@ -254,7 +255,7 @@ impl WriteLock {
         watchdog.settled(&shared.intent_key, request.field).await;
         let expected = watchdog.local_count(&shared.name, request.write_field) as u64 + 1;
         let undo = UndoGuard::arm_for_key(
-            &shared.client,
+            shared.client.background(),
             shared.write_release.clone(),
             request.owner,
             expected,
@@ -292,7 +293,7 @@ impl WriteLock {
                     sent_at,
                 );
                 Ok(Attempt::Done(LockGuard::new(
-                    shared.client.clone(),
+                    shared.client.background().clone(),
                     shared.name.clone(),
                     request.owner,
                     shared.write_release.clone(),

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::redis::Value;
 use keylatch_core::{
-    AcquireOptions, Attempt, Client, Error, Owner, Renewal, Result, lease_millis, prefixed,
-    suffixed, validate_lease, wait_for,
+    AcquireOptions, Attempt, Error, Owner, Renewal, Result, lease_millis, validate_lease,
 };
+use keylatch_redis::redis::Value;
+use keylatch_redis::{Client, prefixed, suffixed, wait_for};
 use tokio::time::Instant;
 
 use crate::expirable_lock::ExpirableSemaphoreLock;
@@ -106,7 +106,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The release script for `ids`: idempotent.
-    pub(crate) fn release_call(&self, ids: &[impl AsRef<str>]) -> keylatch_core::ScriptCall {
+    pub(crate) fn release_call(&self, ids: &[impl AsRef<str>]) -> keylatch_redis::ScriptCall {
         let mut call = EXP_RELEASE
             .call()
             .key(&*self.name)
@@ -433,7 +433,7 @@ impl PermitExpirableSemaphore {
             }
             None => (
                 self.shared.client.config().watchdog_timeout,
-                Renewal::Watchdog(&EXP_RENEW),
+                EXP_RENEW.renewal(),
             ),
         };
         let deadline = options.deadline();
@@ -655,7 +655,7 @@ impl PermitExpirableSemaphore {
     }
 
     /// A call of `script` with the four keys every expirable script takes first.
-    fn keys(&self, script: &'static keylatch_core::LuaScript) -> keylatch_core::ScriptCall {
+    fn keys(&self, script: &'static keylatch_redis::LuaScript) -> keylatch_redis::ScriptCall {
         script
             .call()
             .key(self.name())

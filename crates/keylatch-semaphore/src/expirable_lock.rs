@@ -2,7 +2,8 @@
 //! lock trait.
 
 use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, Client, DistributedLock, Error, LockGuard, Result};
+use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, Result};
+use keylatch_redis::Client;
 
 use crate::expirable::PermitExpirableSemaphore;
 

@@ -1,7 +1,8 @@
 //! `SemaphoreLock`: one permit of a [`Semaphore`] behind the shared lock trait.
 
 use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, Client, DistributedLock, Error, LockGuard, Result};
+use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, Result};
+use keylatch_redis::Client;
 
 use crate::semaphore::Semaphore;
 use crate::semaphore_permit::SemaphorePermit;

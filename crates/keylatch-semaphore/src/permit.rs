@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::redis::Value;
 use keylatch_core::{Error, HoldKey, HoldRelease, LockGuard, OwnerId, Renewal, Result};
+use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::expirable::Shared;
@@ -55,7 +55,7 @@ impl Permit {
             forgotten: AtomicBool::new(false),
         });
         let guard = LockGuard::new(
-            client.clone(),
+            client.background().clone(),
             shared.name.clone(),
             owner,
             release.clone(),

@@ -19,8 +19,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keylatch_core::redis::Value;
-use keylatch_core::{Backoff, Client, Error, Result, ScriptCall, lease_millis, suffixed};
+use keylatch_core::{Backoff, Error, Result, lease_millis};
+use keylatch_redis::redis::Value;
+use keylatch_redis::{Client, ScriptCall, suffixed};
 use tokio::time::Instant;
 
 /// The largest permit count a semaphore holds: Java's `Integer.MAX_VALUE`, so that Redisson

@@ -1,7 +1,7 @@
 //! The semaphores' scripts, one static each. The permit-expirable semaphore's scripts that
 //! read the count start with `lua/exp_prelude.lua` (its helpers), joined at build time.
 
-use keylatch_core::LuaScript;
+use keylatch_redis::LuaScript;
 
 pub(crate) static ACQUIRE: LuaScript =
     LuaScript::taking("semaphore_acquire", include_str!("lua/acquire.lua")).acquisition();
@@ -82,7 +82,7 @@ pub(crate) static EXP_TRY_SET: LuaScript = LuaScript::taking(
     include_str!("lua/exp_try_set.lua"),
 );
 
-/// Every script of both semaphores, for [`Client::preload`](keylatch_core::Client::preload).
+/// Every script of both semaphores, for [`Client::preload`](keylatch_redis::Client::preload).
 pub static SCRIPTS: &[&LuaScript] = &[
     &ACQUIRE,
     &UNDO_ACQUIRE,

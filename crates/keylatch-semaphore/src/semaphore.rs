@@ -3,11 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::redis::{self, Value};
-use keylatch_core::{
-    AcquireOptions, Attempt, Client, Error, Result, WakeMode, lease_millis, prefixed,
-    validate_lease, wait_for,
-};
+use keylatch_core::{AcquireOptions, Attempt, Error, Result, lease_millis, validate_lease};
+use keylatch_redis::redis::{self, Value};
+use keylatch_redis::{Client, WakeMode, prefixed, wait_for};
 use tokio::time::Instant;
 
 use crate::lock::SemaphoreLock;

@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::redis::Value;
 use keylatch_core::{
     Error, HoldKey, HoldRelease, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal, Result,
 };
+use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::request::{MAX_PERMITS, refused, run_idempotent, with_keys};
@@ -28,7 +28,7 @@ use crate::semaphore::{Shared, unexpected};
 ///   them, they are gone until someone adds them back. Use the
 ///   [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) when a crashed holder's
 ///   permits must come back.
-/// - [`Client::shutdown`](keylatch_core::Client::shutdown) gives back every permit the client
+/// - [`Client::shutdown`](keylatch_redis::Client::shutdown) gives back every permit the client
 ///   still holds: call it before the program ends.
 #[must_use = "dropping a SemaphorePermit gives its permits back (in the background); keep it while you use them, or `forget()` it to keep them taken"]
 #[derive(Debug)]
@@ -66,7 +66,7 @@ impl SemaphorePermit {
             release.start_timer(lease);
         }
         let guard = LockGuard::new(
-            client.clone(),
+            client.background().clone(),
             shared.name.clone(),
             client.owner_id(Owner::unique()),
             release.clone(),

@@ -36,7 +36,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<bool, Box<dyn std::error::Error>> {
+async fn run() -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         clients.push(keylatch::Client::connect_from_env().await?);
@@ -71,7 +71,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 let _: i64 = redis.decr(INSIDE, 1).await?;
                 permit.release().await?;
             }
-            Ok::<(), keylatch::Error>(())
+            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
         }));
     }
     for worker in workers {

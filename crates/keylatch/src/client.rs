@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
-use keylatch_core::{ClientStats, Config, LuaScript, Owner, OwnerId, Result};
+use keylatch_core::{Owner, OwnerId, Result};
+
 use keylatch_fair::FairLock;
+use keylatch_redis::{ClientStats, Config, LuaScript};
 use keylatch_reentrant::ReentrantLock;
 use keylatch_rwlock::RwLock;
 use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
@@ -26,14 +28,14 @@ use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Client {
-    core: keylatch_core::Client,
+    core: keylatch_redis::Client,
     /// Shared by the clones: its drop is the drop of the last clone.
     _last: Arc<LastClone>,
 }
 
 /// Notices the drop of the last clone of a [`Client`].
 #[derive(Debug)]
-struct LastClone(keylatch_core::Client);
+struct LastClone(keylatch_redis::Client);
 
 impl Drop for LastClone {
     fn drop(&mut self) {
@@ -80,7 +82,7 @@ impl Client {
     /// # Errors
     /// As [`connect`](Client::connect), and [`Error::InvalidConfig`](crate::Error::InvalidConfig).
     pub async fn connect_with(config: Config) -> Result<Client> {
-        Client::ready(keylatch_core::Client::connect(config).await?).await
+        Client::ready(keylatch_redis::Client::connect(config).await?).await
     }
 
     /// Builds a client on a redis-rs client the application already has, so that its Redis
@@ -98,7 +100,7 @@ impl Client {
     /// # Errors
     /// As [`connect_with`](Client::connect_with).
     pub async fn from_redis_client(client: crate::redis::Client, config: Config) -> Result<Client> {
-        Client::ready(keylatch_core::Client::from_redis_client(client, config).await?).await
+        Client::ready(keylatch_redis::Client::from_redis_client(client, config).await?).await
     }
 
     /// Builds a client on a deadpool-redis pool the application already has. keylatch takes
@@ -125,10 +127,10 @@ impl Client {
         pubsub: crate::redis::Client,
         config: Config,
     ) -> Result<Client> {
-        Client::ready(keylatch_core::Client::from_pool(pool, pubsub, config).await?).await
+        Client::ready(keylatch_redis::Client::from_pool(pool, pubsub, config).await?).await
     }
 
-    async fn ready(core: keylatch_core::Client) -> Result<Client> {
+    async fn ready(core: keylatch_redis::Client) -> Result<Client> {
         core.preload(&all_scripts()).await?;
         Ok(Client::from(core))
     }
@@ -236,13 +238,13 @@ impl Client {
 
     /// The core client, for keylatch's own crates and tests; not part of the public API.
     #[doc(hidden)]
-    pub fn core(&self) -> &keylatch_core::Client {
+    pub fn core(&self) -> &keylatch_redis::Client {
         &self.core
     }
 }
 
-impl From<keylatch_core::Client> for Client {
-    fn from(core: keylatch_core::Client) -> Self {
+impl From<keylatch_redis::Client> for Client {
+    fn from(core: keylatch_redis::Client) -> Self {
         Client {
             _last: Arc::new(LastClone(core.clone())),
             core,

@@ -66,11 +66,14 @@ mod client;
 
 pub use client::Client;
 pub use keylatch_core::{
-    AcquireOptions, COALESCE_AFTER, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL,
-    DistributedLock, Error, LockGuard, MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, SecretUrl,
-    TlsConfig, WatchdogStats, deadpool_redis, redact_url, redis, secrecy,
+    AcquireOptions, DistributedLock, Error, LockGuard, MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId,
+    Result, SecretUrl, StoreError, WatchdogStats, redact_url, secrecy,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
+pub use keylatch_redis::{
+    COALESCE_AFTER, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL, TlsConfig,
+    deadpool_redis, from_redis, redis,
+};
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use keylatch_reentrant::ReentrantLock;
 pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
@@ -78,10 +81,6 @@ pub use keylatch_semaphore::{
     ExpirableSemaphoreLock, MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, PermitExpirableSemaphore,
     Semaphore, SemaphoreLock, SemaphorePermit,
 };
-
-/// The core crate: keylatch's own crates and tests use it; not part of the public API.
-#[doc(hidden)]
-pub use keylatch_core as core;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

@@ -10,10 +10,10 @@ use deadpool_redis::redis::{
 };
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use keylatch_core::{Error, Result, StoreError};
 use secrecy::ExposeSecret;
 
-use crate::redact::redact_url;
+use keylatch_core::redact_url;
 
 /// The default port of a Sentinel.
 const SENTINEL_PORT: u16 = 26379;
@@ -302,7 +302,7 @@ pub(crate) fn single_client(config: &Config) -> Result<redis::Client> {
     let shown = config.url.redacted();
     let invalid = |source| Error::InvalidUrl {
         url: shown.clone(),
-        source,
+        source: StoreError::new(source),
     };
     tls_support(is_tls_url(config.url.expose_secret()))?;
     let info: ConnectionInfo = config
@@ -355,7 +355,7 @@ pub(crate) fn sentinel_client(config: &Config, url: &SentinelUrl) -> Result<Sent
     let shown = config.url.redacted();
     let invalid = |source| Error::InvalidUrl {
         url: shown.clone(),
-        source,
+        source: StoreError::new(source),
     };
     if !url.tls && (config.tls.has_files() || config.tls.insecure) {
         return Err(Error::InvalidConfig {
@@ -491,7 +491,7 @@ impl ClusterSettings {
             .collect::<redis::RedisResult<Vec<_>>>()
             .map_err(|source| Error::InvalidUrl {
                 url: shown.clone(),
-                source,
+                source: StoreError::new(source),
             })?;
         ClusterSettings::new(config, seeds, username, password, tls)
     }
@@ -507,7 +507,7 @@ impl ClusterSettings {
                 .into_connection_info()
                 .map_err(|source| Error::InvalidUrl {
                     url: shown.clone(),
-                    source,
+                    source: StoreError::new(source),
                 })?;
         let username = config
             .username

@@ -1,6 +1,9 @@
-//! The watchdog registry: every live hold of a client, and one background task that renews the
-//! watchdog-mode ones in batches.
+//! The hold registry: every live hold of a client, its state and its guards, and the schedule
+//! on which a store renews the watchdog-mode ones (the store's renewal task asks it what is due
+//! with [`WatchdogRegistry::due_renewals`] and reports back with
+//! [`WatchdogRegistry::renewed`]).
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
@@ -8,24 +11,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use deadpool_redis::redis::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::commands::Commands;
-use crate::keys::lease_millis;
+use crate::hold::release::HoldRelease;
 use crate::owner::OwnerId;
-use crate::release::HoldRelease;
-use crate::script::LuaScript;
-
-/// The renewal script of holds kept as an owner's field of a lock hash (the reentrant and the
-/// fair lock, Redisson's layout): pass it as [`Renewal::Watchdog`]. One script for both, so
-/// the watchdog renews their holds together, in the same calls.
-pub static RENEW_HASH_HOLDS: LuaScript =
-    LuaScript::freeing("renew_hash_holds", include_str!("lua/renew_hash_holds.lua"));
-
-/// The most keys renewed by one script call.
-pub const RENEWAL_BATCH: usize = 100;
 
 /// What a hold's validity is, as far as this client knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,11 +37,84 @@ pub enum HoldState {
 pub enum Renewal {
     /// A fixed lease: nothing renews it.
     Lease,
-    /// Renewed by the watchdog with `script`, which takes `KEYS` = the keys,
-    /// `ARGV[1]` = the lease in ms, `ARGV[2..]` = one field per key, and returns one `1`
-    /// (renewed), `0` (gone: the hold is lost) or `2` (gone, and not lost: a fair lock's
-    /// waiter that the lock was handed to) per key.
-    Watchdog(&'static LuaScript),
+    /// Renewed by the store's watchdog every third of its lease, the store's way (`RenewWith`;
+    /// the Redis layer: a script). Holds renewed the same way with the same lease are renewed
+    /// together.
+    Watchdog(RenewWith),
+}
+
+/// A store's way of renewing holds (the Redis layer: its renewal script), kept by the registry
+/// without knowing what it is: compared by identity, and handed back to the store's renewal
+/// task, which downcasts it.
+#[derive(Clone, Copy)]
+pub struct RenewWith(&'static (dyn Any + Send + Sync));
+
+impl RenewWith {
+    /// Wraps the store's renewal description.
+    pub const fn new(how: &'static (dyn Any + Send + Sync)) -> RenewWith {
+        RenewWith(how)
+    }
+
+    /// The store's renewal description, if it is a `T`.
+    pub fn downcast<T: Any>(&self) -> Option<&'static T> {
+        let how: &'static (dyn Any + Send + Sync) = self.0;
+        (how as &'static dyn Any).downcast_ref()
+    }
+
+    fn addr(&self) -> usize {
+        std::ptr::from_ref(self.0).cast::<()>() as usize
+    }
+}
+
+impl PartialEq for RenewWith {
+    fn eq(&self, other: &RenewWith) -> bool {
+        self.addr() == other.addr()
+    }
+}
+
+impl Eq for RenewWith {}
+
+impl fmt::Debug for RenewWith {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RenewWith").field(&self.addr()).finish()
+    }
+}
+
+/// One call's worth of renewals, from [`WatchdogRegistry::due_renewals`]: holds renewed the
+/// same way, with the same lease (and, on a store that partitions, in the same partition).
+#[derive(Debug)]
+pub struct RenewalGroup {
+    /// How to renew them.
+    pub with: RenewWith,
+    /// Their lease.
+    pub lease: Duration,
+    /// The holds.
+    pub holds: Vec<HoldKey>,
+}
+
+/// What a renewal found for one hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RenewalOutcome {
+    /// Renewed: valid for another lease from when the renewal was sent.
+    Renewed,
+    /// Gone: the hold is lost.
+    Gone,
+    /// Gone, and not lost: it ended as the store meant it to (a fair lock's waiter that the
+    /// lock was handed to).
+    Ended,
+}
+
+/// The registry without keeping it alive: a store's renewal task holds this, and ends when
+/// [`upgrade`](WeakRegistry::upgrade) fails (the client and its guards are gone).
+#[derive(Clone, Debug)]
+pub struct WeakRegistry(Weak<Shared>);
+
+impl WeakRegistry {
+    /// The registry, while it lives.
+    pub fn upgrade(&self) -> Option<WatchdogRegistry> {
+        self.0.upgrade().map(|shared| WatchdogRegistry { shared })
+    }
 }
 
 /// A hold's name: its key and its field (the owner id, or a primitive's variant of it), in one
@@ -297,7 +360,7 @@ impl HoldWatch {
 /// shared by the map, the handle and the guard) and take one short lock (a watchdog-mode
 /// registration a second one, for the renewal schedule, not nested in the first). A hold's
 /// state is an atomic in its key, read by its guards without a lock.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct WatchdogRegistry {
     shared: Arc<Shared>,
 }
@@ -325,7 +388,7 @@ struct Shared {
 struct HoldEntry {
     guards: usize,
     watched: usize,
-    script: Option<&'static LuaScript>,
+    script: Option<RenewWith>,
     lease: Duration,
     /// When it was acquired, for the lost-hold event.
     since: Instant,
@@ -360,13 +423,17 @@ pub struct WatchdogStats {
 }
 
 impl WatchdogRegistry {
-    pub(crate) fn start(
-        commands: Arc<Commands>,
-        reconnected: Arc<Notify>,
-    ) -> (WatchdogRegistry, tokio::task::JoinHandle<()>) {
-        let shared = Arc::new(Shared::default());
-        let task = tokio::spawn(run(Arc::downgrade(&shared), commands, reconnected));
-        (WatchdogRegistry { shared }, task)
+    /// An empty registry. The store's client starts its renewal task on it (with
+    /// [`downgrade`](WatchdogRegistry::downgrade)).
+    pub fn new() -> WatchdogRegistry {
+        WatchdogRegistry {
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    /// A handle that does not keep the registry alive, for the renewal task.
+    pub fn downgrade(&self) -> WeakRegistry {
+        WeakRegistry(Arc::downgrade(&self.shared))
     }
 
     /// Registers one more guard on the hold `key`, acquired at `acquired_at` with `lease`. The
@@ -558,7 +625,7 @@ impl WatchdogRegistry {
     /// Takes every hold out of the registry (the client is shutting down): each is marked lost
     /// and returned with its release and how many guards share it, for the caller to release.
     /// Holds no guard has attached a release to are dropped.
-    pub(crate) fn take_all(&self) -> Vec<(Arc<dyn HoldRelease>, OwnerId, usize)> {
+    pub fn take_all(&self) -> Vec<(Arc<dyn HoldRelease>, OwnerId, usize)> {
         let mut holds = self.shared.holds.lock().expect("watchdog lock");
         holds
             .drain()
@@ -721,53 +788,146 @@ impl Drop for HoldHandle {
     }
 }
 
-struct Pending {
-    key: HoldKey,
-    lease: Duration,
-}
-async fn run(shared: Weak<Shared>, commands: Arc<Commands>, reconnected: Arc<Notify>) {
-    loop {
-        let next = {
-            let Some(shared) = shared.upgrade() else {
-                return;
+/// The renewal schedule, for a store's renewal task.
+impl WatchdogRegistry {
+    /// When the next renewal is due (`None`: no hold is watched).
+    pub fn next_tick(&self) -> Option<Instant> {
+        let schedule = self.shared.schedule.lock().expect("watchdog lock");
+        schedule.values().min().copied()
+    }
+
+    /// Completes when a new lease length is scheduled (the next tick may be sooner).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn rescheduled(&self) -> impl Future<Output = ()> + Send + 'static {
+        let shared = self.shared.clone();
+        async move { shared.rescheduled.notified().await }
+    }
+
+    /// Makes every watched hold due now: after a reconnection (the server may have restarted
+    /// or been replaced), so a hold that is gone is known lost at once.
+    pub fn renew_all_now(&self) {
+        let now = Instant::now();
+        for next in self
+            .shared
+            .schedule
+            .lock()
+            .expect("watchdog lock")
+            .values_mut()
+        {
+            *next = now;
+        }
+    }
+
+    /// Starts a renewal tick: holds past their deadline are reported lost and leave the
+    /// registry; the watched holds whose lease is due are returned in groups of at most
+    /// `batch`, one group per way of renewing, lease and `partition` (a store whose calls
+    /// must stay within one partition, such as a Redis Cluster's slot, says which each key is
+    /// in; `None` for all on others).
+    pub fn due_renewals(
+        &self,
+        now: Instant,
+        batch: usize,
+        partition: impl Fn(&str) -> Option<u16>,
+    ) -> Vec<RenewalGroup> {
+        let shared = &self.shared;
+        shared.ticks.fetch_add(1, Ordering::Relaxed);
+        let mut groups: Vec<RenewalGroup> = Vec::new();
+        // The index of each (way, lease, partition)'s group that still has room, found by a
+        // map: a linear scan would cost holds × groups per tick (thousands of slots on a
+        // cluster).
+        let mut open: HashMap<(usize, Duration, Option<u16>), usize> = HashMap::new();
+        let mut holds = shared.holds.lock().expect("watchdog lock");
+        holds.retain(|key, entry| {
+            let expired = matches!(key.state(), HoldState::Valid { until } if until <= now);
+            if expired && entry.watched > 0 {
+                report_lost(key, entry, "no renewal succeeded before the lease ended");
+                key.mark_lost();
+                key.take_release();
+                return false;
+            }
+            true
+        });
+        let due = due_leases(shared, &holds, now);
+        for (key, entry) in holds.iter() {
+            let Some(with) = entry.script.filter(|_| entry.watched > 0) else {
+                continue;
             };
-            let schedule = shared.schedule.lock().expect("watchdog lock");
-            schedule.values().min().copied()
-        };
-        let rescheduled = {
-            let Some(shared) = shared.upgrade() else {
-                return;
-            };
-            async move { shared.rescheduled.notified().await }
-        };
-        let check_now = match next {
-            Some(at) => {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(at) => false,
-                    _ = rescheduled => continue,
-                    () = reconnected.notified() => true,
+            if !due.contains(&entry.lease) {
+                continue;
+            }
+            let group = (with.addr(), entry.lease, partition(key.key()));
+            match open.get(&group) {
+                Some(&index) if groups[index].holds.len() < batch => {
+                    groups[index].holds.push(key.clone());
+                }
+                _ => {
+                    open.insert(group, groups.len());
+                    groups.push(RenewalGroup {
+                        with,
+                        lease: entry.lease,
+                        holds: vec![key.clone()],
+                    });
                 }
             }
-            None => tokio::select! {
-                _ = rescheduled => continue,
-                () = reconnected.notified() => true,
-            },
-        };
-        if check_now {
-            // The connection came back (the server may have restarted or been replaced):
-            // every watched hold is renewed now, so a hold that is gone is known lost at once.
-            let Some(shared) = shared.upgrade() else {
-                return;
-            };
-            let now = Instant::now();
-            for next in shared.schedule.lock().expect("watchdog lock").values_mut() {
-                *next = now;
-            }
         }
-        let Some(shared) = shared.upgrade() else {
+        shared
+            .renew_calls
+            .fetch_add(groups.len() as u64, Ordering::Relaxed);
+        groups
+    }
+
+    /// Records what a renewal call found: `None` when the call failed (the group is tried
+    /// again soon, at most 250 ms later, rather than a third of a lease later: the local
+    /// deadlines run on, and a hold is lost only once its deadline passes with no renewal), or
+    /// one outcome per hold of the group. A renewed hold is valid for a lease from `sent_at`.
+    pub fn renewed(
+        &self,
+        group: &RenewalGroup,
+        outcomes: Option<&[RenewalOutcome]>,
+        sent_at: Instant,
+    ) {
+        let shared = &self.shared;
+        let Some(outcomes) = outcomes else {
+            crate::telemetry::renewals("failed", group.holds.len() as u64);
+            let retry_at = Instant::now();
+            let mut schedule = shared.schedule.lock().expect("watchdog lock");
+            if let Some(next) = schedule.get_mut(&group.lease) {
+                let soon =
+                    (group.lease / 12).clamp(Duration::from_millis(10), Duration::from_millis(250));
+                *next = (*next).min(retry_at + soon);
+            }
             return;
         };
-        tick(&shared, &commands).await;
+        let mut holds = shared.holds.lock().expect("watchdog lock");
+        for (key, outcome) in group.holds.iter().zip(outcomes) {
+            let Entry::Occupied(slot) = holds.entry(key.clone()) else {
+                continue;
+            };
+            if !slot.key().same(key) {
+                continue;
+            }
+            crate::telemetry::renewals(
+                match outcome {
+                    RenewalOutcome::Renewed => "renewed",
+                    RenewalOutcome::Ended => "ended",
+                    RenewalOutcome::Gone => "gone",
+                },
+                1,
+            );
+            if *outcome == RenewalOutcome::Renewed {
+                shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
+                key.extend(sent_at + group.lease);
+            } else if slot.get().watched > 0 {
+                if *outcome == RenewalOutcome::Gone {
+                    report_lost(key, slot.get(), "the server no longer has it");
+                }
+                key.mark_lost();
+                key.take_release();
+                slot.remove();
+            }
+        }
     }
 }
 
@@ -786,163 +946,16 @@ fn due_leases(shared: &Shared, holds: &HashMap<HoldKey, HoldEntry>, now: Instant
     due
 }
 
-async fn tick(shared: &Shared, commands: &Commands) {
-    shared.ticks.fetch_add(1, Ordering::Relaxed);
-    let now = Instant::now();
-    // Group the watched holds by script and lease; expire the ones past their deadline.
-    let mut groups: Vec<(&'static LuaScript, Duration, Vec<Pending>)> = Vec::new();
-    // On a cluster, one call's keys must share a slot, so a group is per script, lease and
-    // slot: the index of each one's group that still has room.
-    let mut open: HashMap<(usize, Duration, Option<u16>), usize> = HashMap::new();
-    {
-        let mut holds = shared.holds.lock().expect("watchdog lock");
-        holds.retain(|key, entry| {
-            let expired = matches!(key.state(), HoldState::Valid { until } if until <= now);
-            if expired && entry.watched > 0 {
-                report_lost(key, entry, "no renewal succeeded before the lease ended");
-                key.mark_lost();
-                key.take_release();
-                return false;
-            }
-            true
-        });
-        let due = due_leases(shared, &holds, now);
-        for (key, entry) in holds.iter() {
-            let Some(script) = entry.script.filter(|_| entry.watched > 0) else {
-                continue;
-            };
-            if !due.contains(&entry.lease) {
-                continue;
-            }
-            let pending = Pending {
-                key: key.clone(),
-                lease: entry.lease,
-            };
-            // The open group of this script, lease and slot, found by a map: a linear scan
-            // would cost holds × groups per tick (thousands of slots on a cluster).
-            let group = (
-                std::ptr::from_ref(script) as usize,
-                entry.lease,
-                commands.slot_of(pending.key.key()),
-            );
-            match open.get(&group) {
-                Some(&index) if groups[index].2.len() < RENEWAL_BATCH => {
-                    groups[index].2.push(pending);
-                }
-                _ => {
-                    open.insert(group, groups.len());
-                    groups.push((script, entry.lease, vec![pending]));
-                }
-            }
-        }
-    }
-    if groups.is_empty() {
-        return;
-    }
-    let calls: Vec<_> = groups
-        .iter()
-        .map(|(script, lease, batch)| {
-            let mut call = script.call();
-            for p in batch {
-                call = call.key(p.key.key());
-            }
-            call = call.arg(lease_millis(*lease));
-            for p in batch {
-                call = call.arg(p.key.field());
-            }
-            call
-        })
-        .collect();
-    shared
-        .renew_calls
-        .fetch_add(calls.len() as u64, Ordering::Relaxed);
-    let mut sent_at = Instant::now();
-    let mut outcome = commands.eval_batch(&calls).await;
-    // A connection broke (a restart, a killed connection): it has been discarded; try again,
-    // on each of the others (which may be broken too) and then on a fresh one, so a lost hold
-    // is still noticed within this tick.
-    for _ in 0..commands.connection_count() {
-        if !outcome.as_ref().is_err_and(|e| e.is_ambiguous()) {
-            break;
-        }
-        sent_at = Instant::now();
-        outcome = commands.eval_batch(&calls).await;
-    }
-    // Each call's answer is handled on its own: only an explicit "gone" marks a hold lost. A
-    // call that failed (the connection, or an error of its own) renews nothing, and its group
-    // is tried again soon rather than a third of a lease later: the local deadlines run on,
-    // and a hold is lost only once its deadline passes with no renewal.
-    let replies: Vec<Option<Value>> = match outcome {
-        Ok(replies) => replies
-            .into_iter()
-            .map(|reply| {
-                reply
-                    .inspect_err(|err| tracing::warn!(target: "keylatch::watchdog", error = %err, "renewal failed; retrying"))
-                    .ok()
-            })
-            .collect(),
-        Err(err) => {
-            tracing::warn!(target: "keylatch::watchdog", 
-                error = %err,
-                calls = groups.len(),
-                "renewal failed; retrying"
-            );
-            vec![None; groups.len()]
-        }
-    };
-    let retry_at = Instant::now();
-    let mut holds = shared.holds.lock().expect("watchdog lock");
-    for ((_, lease, batch), reply) in groups.iter().zip(replies) {
-        let Some(Value::Array(flags)) = reply else {
-            crate::telemetry::renewals("failed", batch.len() as u64);
-            let mut schedule = shared.schedule.lock().expect("watchdog lock");
-            if let Some(next) = schedule.get_mut(lease) {
-                // Soon, and at most 250 ms later: the hold's deadline is running.
-                let soon =
-                    (*lease / 12).clamp(Duration::from_millis(10), Duration::from_millis(250));
-                *next = (*next).min(retry_at + soon);
-            }
-            continue;
-        };
-        for (pending, flag) in batch.iter().zip(flags) {
-            let renewed = matches!(flag, Value::Int(1));
-            let Entry::Occupied(slot) = holds.entry(pending.key.clone()) else {
-                continue;
-            };
-            if !slot.key().same(&pending.key) {
-                continue;
-            }
-            let outcome = match flag {
-                Value::Int(1) => "renewed",
-                Value::Int(2) => "ended",
-                _ => "gone",
-            };
-            crate::telemetry::renewals(outcome, 1);
-            if renewed {
-                shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
-                pending.key.extend(sent_at + pending.lease);
-            } else if slot.get().watched > 0 {
-                if !matches!(flag, Value::Int(2)) {
-                    report_lost(&pending.key, slot.get(), "the server no longer has it");
-                }
-                pending.key.mark_lost();
-                pending.key.take_release();
-                slot.remove();
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn registry() -> WatchdogRegistry {
         // No renewal task: these tests only register and deregister.
-        WatchdogRegistry {
-            shared: Arc::new(Shared::default()),
-        }
+        WatchdogRegistry::new()
     }
+
+    static RENEWED_SOMEHOW: () = ();
 
     /// Registering and deregistering allocate nothing once the maps have grown to fit: the key
     /// is made once by the caller and shared by the map and the handle, and the hold's state is
@@ -963,7 +976,7 @@ mod tests {
             })
             .collect();
         let lease = Duration::from_secs(30);
-        let renewal = Renewal::Watchdog(&RENEW_HASH_HOLDS);
+        let renewal = Renewal::Watchdog(RenewWith::new(&RENEWED_SOMEHOW));
         let now = Instant::now();
         let mut handles = Vec::with_capacity(HOLDS);
         for round in &keys[..WARM] {

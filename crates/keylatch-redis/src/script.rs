@@ -15,7 +15,7 @@ pub const NEXT_TOKEN: &str = include_str!("lua/next_token.lua");
 /// Declare each script once, as a `static`, next to the Rust that runs it:
 ///
 /// ```
-/// use keylatch_core::LuaScript;
+/// use keylatch_redis::LuaScript;
 ///
 /// static PING_BACK: LuaScript = LuaScript::new("ping_back", "return ARGV[1]");
 /// assert_eq!(PING_BACK.hash().len(), 40);
@@ -79,7 +79,7 @@ impl LuaScript {
     /// Declares a script that takes something (a hold, a permit, a queue place): it declares
     /// no flags (`#!lua`), so when Redis is out of memory (`maxmemory` reached under
     /// `noeviction`) the server refuses it before it runs, and nothing is half-written. The
-    /// caller gets [`Error::OutOfMemory`](crate::Error::OutOfMemory). Needs Redis 7.
+    /// caller gets [`Error::OutOfMemory`](keylatch_core::Error::OutOfMemory). Needs Redis 7.
     pub const fn taking(name: &'static str, source: &'static str) -> LuaScript {
         LuaScript::with_header(name, "#!lua\n", "", source)
     }

@@ -258,7 +258,7 @@ impl PubSubHub {
     /// relies on its bounded waits until the hub resubscribes).
     ///
     /// # Errors
-    /// [`Error::NoPermission`](crate::Error::NoPermission) when the server refused the
+    /// [`Error::NoPermission`](keylatch_core::Error::NoPermission) when the server refused the
     /// subscription (the ACL user may not use the channel).
     ///
     /// # Cancel safety
@@ -269,7 +269,7 @@ impl PubSubHub {
         channel: &str,
         wake: WakeMode,
         bound: Duration,
-    ) -> crate::Result<Subscription> {
+    ) -> keylatch_core::Result<Subscription> {
         let (inbox, subscribed) = {
             let mut state = self.shared.state.lock().expect("hub lock");
             let state = state
@@ -290,12 +290,12 @@ impl PubSubHub {
             self.shared.settle(bound).await;
         }
         if self.shared.denied(channel) {
-            return Err(crate::Error::NoPermission {
+            return Err(keylatch_core::Error::NoPermission {
                 what: format!("the channel {channel:?}"),
-                source: redis::RedisError::from((
+                source: keylatch_core::StoreError::new(redis::RedisError::from((
                     redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
                     "SUBSCRIBE refused",
-                )),
+                ))),
             });
         }
         Ok(subscription)
@@ -359,7 +359,7 @@ impl PubSubHub {
         pattern: Option<&str>,
         wake: WakeMode,
         bound: Duration,
-    ) -> crate::Result<Subscription> {
+    ) -> keylatch_core::Result<Subscription> {
         if let Some(pattern) = pattern
             && let Some(subscription) = self.subscribe_covered(pattern, channel, wake, bound).await
         {
@@ -765,8 +765,8 @@ fn is_refusal(err: &redis::RedisError) -> bool {
 
 fn is_noperm(err: &redis::RedisError) -> bool {
     matches!(
-        crate::Error::from(err.clone()),
-        crate::Error::NoPermission { .. }
+        crate::error::from_redis(err.clone()),
+        keylatch_core::Error::NoPermission { .. }
     )
 }
 
@@ -911,7 +911,8 @@ async fn read_loop(
 ) {
     let connect_timeout = topology.connect_timeout();
     let mut moves = topology.watch_moves();
-    let reconnecting = crate::Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
+    let reconnecting =
+        keylatch_core::Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
     let mut backoff = reconnecting;
     let mut first = true;
     loop {
@@ -972,7 +973,8 @@ async fn cluster_read_loop(
     sharded: bool,
 ) {
     let connect_timeout = topology.connect_timeout();
-    let reconnecting = crate::Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
+    let reconnecting =
+        keylatch_core::Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
     let mut backoff = reconnecting;
     let mut first = true;
     loop {

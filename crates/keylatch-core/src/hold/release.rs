@@ -19,7 +19,7 @@ pub trait HoldRelease: Send + Sync + fmt::Debug + 'static {
 
     /// Releases the hold of `owner` when it is the last this client has on it (one guard,
     /// count 1). A primitive may send this one together with other callers' calls
-    /// ([`Config::coalesce`](crate::Config::coalesce)): the undo that may race it
+    /// (`Config::coalesce` on Redis): the undo that may race it
     /// ([`release_if_count`](HoldRelease::release_if_count) with a count of 1) and the release
     /// can then only ever free this one hold, whichever runs first. By default, as
     /// [`release`](HoldRelease::release).

@@ -16,8 +16,8 @@ use tokio::sync::watch;
 
 use crate::cluster::SlotMap;
 use crate::connection::Connection;
-use crate::error::{Error, Result};
 use crate::transport::ClusterSettings;
+use keylatch_core::{Error, Result, StoreError};
 
 /// One of the topologies, and the moves of its primary.
 pub(crate) struct Topology {
@@ -120,7 +120,7 @@ impl Topology {
     ) -> Result<Self> {
         let client = settings.client(None).map_err(|source| Error::InvalidUrl {
             url: shown.clone(),
-            source,
+            source: StoreError::new(source),
         })?;
         Ok(Topology::new(
             Kind::Cluster {
@@ -168,7 +168,7 @@ impl Topology {
             .client(Some(push))
             .map_err(|source| Error::InvalidUrl {
                 url: self.shown.clone(),
-                source,
+                source: StoreError::new(source),
             })?;
         match tokio::time::timeout(self.connect_timeout, client.get_async_connection()).await {
             Ok(Ok(conn)) => Ok(conn),
@@ -320,11 +320,11 @@ impl Topology {
         if crate::transport::is_tls_verification(&source) {
             return Error::TlsVerification {
                 url: self.shown.clone(),
-                source,
+                source: StoreError::new(source),
             };
         }
-        match Error::from(source) {
-            Error::Connection(source) | Error::Redis(source) => Error::Connect {
+        match crate::error::from_redis(source) {
+            Error::Connection(source) | Error::Store(source) => Error::Connect {
                 url: self.shown.clone(),
                 source,
             },
@@ -341,7 +341,7 @@ impl Topology {
             deadpool_redis::PoolError::Timeout(_) => Error::Timeout {
                 after: self.connect_timeout,
             },
-            other => Error::Pool(other),
+            other => Error::Pool(StoreError::new(other)),
         }
     }
 
@@ -357,7 +357,8 @@ impl Topology {
         let service = service.clone();
         let weak = std::sync::Arc::downgrade(topology);
         Some(tokio::spawn(async move {
-            let retry = crate::Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+            let retry =
+                keylatch_core::Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
             let mut backoff = retry;
             let mut first = true;
             loop {

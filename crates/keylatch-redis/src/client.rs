@@ -2,24 +2,22 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use deadpool_redis::redis::{self, FromRedisValue, Value};
+use keylatch_core::{
+    Acquisition, Background, Error, Owner, OwnerId, Result, StoreError, UndoGuard,
+    WatchdogRegistry, WatchdogStats,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::commands::Commands;
 use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::guard::UndoGuard;
 use crate::hub::PubSubHub;
-use crate::owner::{Owner, OwnerId};
 use crate::script::{LuaScript, ScriptCall};
 use crate::topology::Topology;
 use crate::transport::{self, Endpoint};
-use crate::watchdog::{WatchdogRegistry, WatchdogStats};
 
 /// A connection to one Redis server, shared by every lock made from it. Cheap to clone.
 ///
@@ -38,19 +36,10 @@ struct ClientInner {
     commands: Arc<Commands>,
     topology: Arc<Topology>,
     hub: PubSubHub,
-    watchdog: WatchdogRegistry,
-    background: Arc<Background>,
+    /// The hold registry, background releases and undos, acquisitions under way, and the
+    /// shutdown's store-independent part: what guards and waits receive.
+    background: Background,
     tasks: Vec<tokio::task::AbortHandle>,
-    /// Cancelled when [`Client::shutdown`] starts: new acquisitions are refused and waits end.
-    closing: CancellationToken,
-    /// Acquisitions under way (see [`Client::begin_acquisition`]).
-    active: Arc<Background>,
-}
-
-#[derive(Debug, Default)]
-struct Background {
-    pending: AtomicUsize,
-    idle: Notify,
 }
 
 impl Drop for ClientInner {
@@ -127,7 +116,7 @@ async fn runs_cluster(client: &redis::Client, config: &Config, shown: &str) -> R
         .await;
     match info {
         Ok(info) => Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1")),
-        Err(err) => match Error::from(err.clone()) {
+        Err(err) => match crate::error::from_redis(err.clone()) {
             // A server that wants credentials refuses INFO first: say so, not what the
             // script loading that would follow fails with.
             auth @ Error::Auth(_) => Err(auth),
@@ -141,11 +130,11 @@ fn connect_error(shown: &str, config: &Config, source: redis::RedisError) -> Err
     if transport::is_tls_verification(&source) {
         return Error::TlsVerification {
             url: shown.to_owned(),
-            source,
+            source: StoreError::new(source),
         };
     }
-    match Error::from(source) {
-        Error::Connection(source) | Error::Redis(source) => Error::Connect {
+    match crate::error::from_redis(source) {
+        Error::Connection(source) | Error::Store(source) => Error::Connect {
             url: shown.to_owned(),
             source,
         },
@@ -199,7 +188,7 @@ impl Client {
     /// As [`connect`](Client::connect).
     pub async fn from_redis_client(client: redis::Client, config: Config) -> Result<Client> {
         config.validate()?;
-        let shown = redact(&client_url(&client));
+        let shown = keylatch_core::redact_url(&client_url(&client));
         let topology = Topology::single(client, &config, shown);
         Client::start(config, topology).await
     }
@@ -218,7 +207,7 @@ impl Client {
         config: Config,
     ) -> Result<Client> {
         config.validate()?;
-        let shown = redact(&client_url(&pubsub));
+        let shown = keylatch_core::redact_url(&client_url(&pubsub));
         let topology = Topology::pool(pool, pubsub, &config, shown);
         Client::start(config, topology).await
     }
@@ -242,7 +231,11 @@ impl Client {
             config.sharded_pubsub,
             config.pubsub_patterns,
         );
-        let (watchdog, watchdog_task) = WatchdogRegistry::start(commands.clone(), reconnected);
+        let registry = WatchdogRegistry::new();
+        let watchdog_task = crate::renewal::start(&registry, commands.clone(), reconnected);
+        let settle_window = (config.response_timeout * 3 + std::time::Duration::from_secs(1))
+            .max(config.settle_window);
+        let background = Background::new(registry, config.release_timeout, settle_window);
         let watcher = Topology::start_watcher(&topology);
         Ok(Client {
             inner: Arc::new(ClientInner {
@@ -251,16 +244,13 @@ impl Client {
                 commands,
                 topology,
                 hub,
-                watchdog,
-                background: Arc::new(Background::default()),
+                background,
                 tasks: hub_tasks
                     .iter()
                     .chain([&watchdog_task])
                     .chain(watcher.as_ref())
                     .map(tokio::task::JoinHandle::abort_handle)
                     .collect(),
-                closing: CancellationToken::new(),
-                active: Arc::new(Background::default()),
             }),
         })
     }
@@ -286,10 +276,17 @@ impl Client {
         &self.inner.hub
     }
 
-    /// The watchdog registry.
+    /// The hold registry.
     #[doc(hidden)]
     pub fn watchdog(&self) -> &WatchdogRegistry {
-        &self.inner.watchdog
+        self.inner.background.registry()
+    }
+
+    /// What the client's guards and waits share: the hold registry, background work, the
+    /// acquisitions under way (see [`Background`]).
+    #[doc(hidden)]
+    pub fn background(&self) -> &Background {
+        &self.inner.background
     }
 
     /// Loads scripts now, in one round trip, so the first calls need no reload.
@@ -417,52 +414,32 @@ impl Client {
     /// [`Config::settle_window`], and at least `3 × response_timeout + 1 s`.
     #[doc(hidden)]
     pub fn settle_window(&self) -> std::time::Duration {
-        let config = &self.inner.config;
-        (config.response_timeout * 3 + std::time::Duration::from_secs(1)).max(config.settle_window)
+        self.inner.background.settle_window()
     }
 
     /// Whether [`shutdown`](Client::shutdown) has started.
     pub fn is_closed(&self) -> bool {
-        self.inner.closing.is_cancelled()
+        self.inner.background.is_closed()
     }
 
-    /// Marks an acquisition as under way until the returned value drops: refused with
-    /// [`Error::Closed`] once the client is shutting down, and counted so that the shutdown
-    /// waits for it to end. Every primitive's wait takes one, and ends with `Closed` when
-    /// [`closing`](Client::closing) completes.
+    /// Marks an acquisition as under way (see [`Background::begin_acquisition`]).
     ///
     /// # Errors
     /// [`Error::Closed`].
     #[doc(hidden)]
     pub fn begin_acquisition(&self, primitive: &'static str) -> Result<Acquisition> {
-        if self.is_closed() {
-            return Err(Error::Closed);
-        }
-        Ok(Acquisition {
-            _active: Done::enter(&self.inner.active),
-            primitive,
-            span: tracing::debug_span!(target: "keylatch::client",
-                "keylatch.acquire",
-                primitive,
-                lock = tracing::field::Empty,
-                owner = tracing::field::Empty,
-                outcome = tracing::field::Empty,
-                waited_us = tracing::field::Empty,
-            ),
-            started: Instant::now(),
-            outcome: None,
-        })
+        self.inner.background.begin_acquisition(primitive)
     }
 
     /// Completes when the client's shutdown starts.
     #[doc(hidden)]
     pub fn closing(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
-        self.inner.closing.cancelled()
+        self.inner.background.closing()
     }
 
     /// Ends the client cleanly: refuses new acquisitions and ends the waits in progress with
     /// [`Error::Closed`], releases every hold and permit the client still has (their guards then
-    /// report [`lost`](crate::LockGuard::lost), and their `unlock` returns `Closed`), waits for
+    /// report [`lost`](keylatch_core::LockGuard::lost), and their `unlock` returns `Closed`), waits for
     /// the background releases and undos, then stops the watchdog and the pub/sub hub. Every
     /// call after it returns [`Error::Closed`]. It takes at most
     /// [`Config::shutdown_timeout`]; call it before the program ends (a runtime that shuts
@@ -489,38 +466,12 @@ impl Client {
     pub async fn shutdown(&self) -> Result<()> {
         let limit = self.inner.config.shutdown_timeout;
         let deadline = Instant::now() + limit;
-        self.inner.closing.cancel();
-        // The waits in progress see the cancellation and undo what they may have taken.
-        let quiet = tokio::time::timeout_at(deadline, self.inner.active.idle()).await;
-        // Every hold still registered is released, each as many times as guards share it.
-        let releases = self.inner.watchdog.take_all();
-        let work = releases
-            .into_iter()
-            .map(|(release, owner, guards)| async move {
-                for _ in 0..guards {
-                    match release.release(owner).await {
-                        Ok(()) | Err(Error::NotHeld { .. }) => {}
-                        Err(err) if err.is_ambiguous() => {
-                            let _ = release.release_if_count(owner, 1).await;
-                        }
-                        Err(err) => {
-                            tracing::warn!(target: "keylatch::client", error = %err, "shutdown: a release failed");
-                            return;
-                        }
-                    }
-                }
-            });
-        let released =
-            tokio::time::timeout_at(deadline, futures_util::future::join_all(work)).await;
-        let idle = tokio::time::timeout_at(deadline, self.inner.background.idle()).await;
+        let outcome = self.inner.background.shutdown(deadline, limit).await;
         self.inner.commands.close();
         for task in &self.inner.tasks {
             task.abort();
         }
-        if quiet.is_err() || released.is_err() || idle.is_err() {
-            return Err(Error::Timeout { after: limit });
-        }
-        Ok(())
+        outcome
     }
 
     /// The application let go of its last client handle (the facade's `Client`): if holds are
@@ -531,8 +482,8 @@ impl Client {
         if self.is_closed() {
             return;
         }
-        let holds = self.inner.watchdog.stats().holds;
-        let pending = self.inner.background.pending.load(Ordering::Acquire);
+        let holds = self.watchdog().stats().holds;
+        let pending = self.inner.background.pending();
         if holds == 0 && pending == 0 {
             return;
         }
@@ -551,31 +502,13 @@ impl Client {
         });
     }
 
-    /// Runs a release or undo in the background, tracked by [`wait_idle`](Client::wait_idle).
-    /// Errors are logged (a `NotHeld` at debug level: the hold had already ended).
+    /// Runs a release or undo in the background (see [`Background::spawn`]).
     #[doc(hidden)]
     pub fn spawn_background<F>(&self, work: F)
     where
         F: Future<Output = Result<()>> + Send + 'static,
     {
-        if self.inner.commands.is_closed() {
-            return;
-        }
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(target: "keylatch::client", "no tokio runtime: the lease will end the hold");
-            return;
-        };
-        let done = Done::enter(&self.inner.background);
-        handle.spawn(async move {
-            let _done = done;
-            match work.await {
-                Ok(()) => {}
-                Err(Error::NotHeld { name }) => {
-                    tracing::debug!(target: "keylatch::client", lock = %name, "background release: already released");
-                }
-                Err(err) => tracing::warn!(target: "keylatch::client", error = %err, "background release failed"),
-            }
-        });
+        self.inner.background.spawn(work);
     }
 
     /// Waits until every background release and undo has finished.
@@ -583,19 +516,19 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn wait_idle(&self) {
-        self.inner.background.idle().await;
+        self.inner.background.wait_idle().await;
     }
 
     /// The client's counters.
     pub fn stats(&self) -> ClientStats {
         let (coalesced_calls, coalesced_requests) = self.inner.commands.coalesced();
         ClientStats {
-            watchdog: self.inner.watchdog.stats(),
+            watchdog: self.watchdog().stats(),
             channels: self.inner.hub.channel_count(),
             subscribers: self.inner.hub.subscriber_count(),
             hub_reconnects: self.inner.hub.reconnects(),
             letters: self.inner.hub.letters(),
-            background_pending: self.inner.background.pending.load(Ordering::Acquire),
+            background_pending: self.inner.background.pending(),
             script_reloads: self.inner.commands.script_reloads(),
             cluster_redirections: self.inner.commands.redirections(),
             cluster_primaries: self.inner.commands.cluster_nodes(),
@@ -605,88 +538,6 @@ impl Client {
             primary_lookups: self.inner.topology.lookups(),
             coalesced_calls,
             coalesced_requests,
-        }
-    }
-}
-
-impl Background {
-    /// Waits until nothing is pending.
-    async fn idle(&self) {
-        loop {
-            let notified = self.idle.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.pending.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// An acquisition under way; see [`Client::begin_acquisition`].
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct Acquisition {
-    _active: Done,
-    primitive: &'static str,
-    /// A span per acquisition (`keylatch.acquire`): primitive, lock, owner, outcome, time
-    /// waited.
-    span: tracing::Span,
-    started: Instant,
-    /// How it ended, once known: `acquired`, `timed_out`; otherwise it failed or was dropped.
-    outcome: Option<&'static str>,
-}
-
-impl Acquisition {
-    /// Names what is acquired (the lock's name or wake-up channel) in the acquisition's span.
-    pub fn naming(&mut self, lock: &str) {
-        self.span.record("lock", lock);
-    }
-
-    /// Names the owner the acquisition is for (`<client-uuid>:<number>`) in its span.
-    pub fn owned_by(&mut self, owner: OwnerId) {
-        self.span.record("owner", tracing::field::display(owner));
-    }
-
-    /// Records how the acquisition ended (`acquired`, `timed_out`), for the metrics.
-    pub fn finish(&mut self, outcome: &'static str) {
-        self.outcome = Some(outcome);
-    }
-}
-
-impl Drop for Acquisition {
-    fn drop(&mut self) {
-        // Neither acquired nor timed out: an error, or a dropped (cancelled) future.
-        let outcome = self.outcome.unwrap_or("error_or_cancelled");
-        let waited = self.started.elapsed();
-        self.span.record("outcome", outcome);
-        self.span.record(
-            "waited_us",
-            u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
-        );
-        self.span
-            .in_scope(|| tracing::debug!(target: "keylatch::client", outcome, "acquisition ended"));
-        crate::telemetry::acquisition(self.primitive, outcome, waited);
-    }
-}
-
-/// Decrements the pending count when a background task (or an acquisition) ends, however it
-/// ends.
-#[derive(Debug)]
-struct Done(Arc<Background>);
-
-impl Done {
-    fn enter(counter: &Arc<Background>) -> Done {
-        counter.pending.fetch_add(1, Ordering::AcqRel);
-        Done(counter.clone())
-    }
-}
-
-impl Drop for Done {
-    fn drop(&mut self) {
-        if self.0.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
         }
     }
 }
@@ -708,9 +559,4 @@ fn client_url(client: &redis::Client) -> String {
         redis::ConnectionAddr::Unix(path) => format!("redis+unix://{}", path.display()),
         _ => "redis://(application client)".to_owned(),
     }
-}
-
-/// The URL with any password replaced, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    crate::redact::redact_url(url)
 }

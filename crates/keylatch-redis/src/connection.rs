@@ -14,10 +14,11 @@ use deadpool_redis::redis::{
 /// redis-rs connection:
 ///
 /// ```no_run
-/// # async fn run(client: keylatch::Client) -> keylatch::Result<()> {
+/// # async fn run(client: keylatch::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use keylatch::redis::AsyncCommands;
 ///
 /// let mut redis = client.connection().await?;
+/// // redis-rs's own errors: convert with `keylatch::from_redis` where a keylatch error is wanted.
 /// let _: () = redis.set("report:last", "done").await?;
 /// # Ok(())
 /// # }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use crate::cluster;
 use crate::connection::Connection;
-use crate::error::{Error, Result};
 use crate::script::{LuaScript, ScriptCall};
 use crate::topology::Topology;
+use keylatch_core::{Error, Result, StoreError};
 
 mod coalesce;
 pub use coalesce::COALESCE_AFTER;
@@ -156,11 +156,6 @@ impl Commands {
         self.slots.len()
     }
 
-    /// Whether [`close`](Commands::close) has run.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
     /// Refuses every command from now on, and drops the connections.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -174,7 +169,7 @@ impl Commands {
             return Err(Error::Closed);
         }
         // Every caller sends one command or pipeline on the connection it gets.
-        crate::telemetry::round_trip();
+        keylatch_core::telemetry::round_trip();
         if let Some(found) = self.held(index) {
             return Ok(found);
         }
@@ -236,9 +231,9 @@ impl Commands {
     /// without its effects on the connection.
     fn classify(&self, err: RedisError, key: &str) -> Error {
         if is_readonly(&err) {
-            return Error::ReadOnly(err);
+            return Error::ReadOnly(StoreError::new(err));
         }
-        match Error::from_redis(err, key) {
+        match crate::error::from_redis_key(err, key) {
             Error::Timeout { .. } => Error::Timeout {
                 after: self.response_timeout,
             },
@@ -250,9 +245,9 @@ impl Commands {
         if self.topology.is_cluster() {
             // redis-rs keeps the nodes' connections and reconnects them itself.
             if cluster::is_redirection(&err) {
-                return Error::ClusterUnavailable(err);
+                return Error::ClusterUnavailable(StoreError::new(err));
             }
-            return match Error::from_redis(err, key) {
+            return match crate::error::from_redis_key(err, key) {
                 Error::Timeout { .. } => Error::Timeout {
                     after: self.response_timeout,
                 },
@@ -262,9 +257,9 @@ impl Commands {
         if is_readonly(&err) {
             self.discard(index, generation);
             self.topology.moved("a node answered READONLY");
-            return Error::ReadOnly(err);
+            return Error::ReadOnly(StoreError::new(err));
         }
-        let err = Error::from_redis(err, key);
+        let err = crate::error::from_redis_key(err, key);
         match err {
             Error::Timeout { .. } => {
                 self.discard(index, generation);
@@ -293,7 +288,7 @@ impl Commands {
                 .ok_or(Error::UnexpectedReply { what: "reply" })?;
             return value
                 .extract_error()
-                .map_err(|e| Error::from_redis(e, key))
+                .map_err(|e| crate::error::from_redis_key(e, key))
                 .and_then(|value| {
                     T::from_redis_value(value).map_err(|_| Error::UnexpectedReply { what: "reply" })
                 });
@@ -365,7 +360,7 @@ impl Commands {
     ) -> Result<Value> {
         self.script_reloads.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(target: "keylatch::connection", script = call.script().name(), "NOSCRIPT: script reloaded");
-        crate::telemetry::round_trip();
+        keylatch_core::telemetry::round_trip();
         let mut pipe = redis::pipe();
         pipe.add_command(call.script().load_cmd(false)).ignore();
         pipe.add_command(cmd);
@@ -403,9 +398,9 @@ impl Commands {
             let (Some(reply), Some(acknowledged)) = (replies.next(), replies.next()) else {
                 return Err(Error::UnexpectedReply { what: "WAIT" });
             };
-            let reply = reply.map_err(|e| Error::from_redis(e, key))?;
+            let reply = reply.map_err(|e| crate::error::from_redis_key(e, key))?;
             return self.acknowledged(key, reply, acknowledged, replicas, timeout, |e| {
-                Error::from_redis(e, key)
+                crate::error::from_redis_key(e, key)
             });
         }
         let (generation, mut conn) = self.connection(index).await?;
@@ -416,7 +411,7 @@ impl Commands {
             if reload {
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(target: "keylatch::connection", script = call.script().name(), "NOSCRIPT: script reloaded");
-                crate::telemetry::round_trip();
+                keylatch_core::telemetry::round_trip();
                 pipe.add_command(call.script().load_cmd(false));
             }
             pipe.add_command(call.evalsha_cmd(false))
@@ -503,7 +498,7 @@ impl Commands {
         if replies.iter().any(|r| r.as_ref().is_err_and(is_noscript)) {
             self.script_reloads.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(target: "keylatch::connection", calls = calls.len(), "NOSCRIPT: scripts reloaded");
-            crate::telemetry::round_trip();
+            keylatch_core::telemetry::round_trip();
             let mut loaded: Vec<&'static LuaScript> = Vec::new();
             for call in calls {
                 if !loaded.iter().any(|s| std::ptr::eq(*s, call.script())) {
@@ -523,7 +518,9 @@ impl Commands {
         Ok(replies
             .into_iter()
             .zip(calls)
-            .map(|(reply, call)| reply.map_err(|e| Error::from_redis(e, call.first_key())))
+            .map(|(reply, call)| {
+                reply.map_err(|e| crate::error::from_redis_key(e, call.first_key()))
+            })
             .collect())
     }
 
@@ -607,7 +604,7 @@ impl Commands {
                 what: call.script().name(),
             })?
             .extract_error()
-            .map_err(|e| Error::from_redis(e, key))
+            .map_err(|e| crate::error::from_redis_key(e, key))
     }
 
     /// Idempotent calls on a cluster: one pipeline per primary (see [`cluster::run_batch`]).
@@ -620,7 +617,7 @@ impl Commands {
         let map = match self.topology.slot_map() {
             Some(map) => map,
             None => {
-                crate::telemetry::round_trip();
+                keylatch_core::telemetry::round_trip();
                 let map = cluster::slot_map(cluster)
                     .await
                     .map_err(|e| self.map_error(e, "", index, generation))?;

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::client::Client;
 use crate::error::Result;
+use crate::hold::background::Background;
+use crate::hold::registry::{HoldHandle, HoldKey, HoldState, HoldWatch};
+use crate::hold::release::HoldRelease;
 use crate::owner::{Owner, OwnerId};
-use crate::release::HoldRelease;
-use crate::watchdog::{HoldHandle, HoldKey, HoldState, HoldWatch};
 
 /// Proof of a hold, returned by every lock of keylatch.
 ///
@@ -33,7 +33,7 @@ pub struct LockGuard {
 }
 
 struct Inner {
-    client: Client,
+    background: Background,
     release: Arc<dyn HoldRelease>,
     hold: HoldHandle,
     /// When the guard was made, for the hold-time metric.
@@ -55,9 +55,9 @@ impl Drop for Inner {
 
 impl LockGuard {
     /// Makes a guard. For primitive implementations: call it right after the acquire reply,
-    /// with the hold already registered.
+    /// with the hold already registered in `background`'s registry.
     pub fn new(
-        client: Client,
+        background: Background,
         name: Arc<str>,
         owner: OwnerId,
         release: Arc<dyn HoldRelease>,
@@ -68,7 +68,7 @@ impl LockGuard {
         hold.attach(release.clone(), owner);
         LockGuard {
             inner: Some(Inner {
-                client,
+                background,
                 release,
                 hold,
                 since: Instant::now(),
@@ -141,7 +141,7 @@ impl LockGuard {
     /// it was force-unlocked) — nothing is changed then; Redis errors.
     ///
     /// [`Timeout`](crate::Error::Timeout) when the release was not settled within
-    /// [`Config::release_timeout`](crate::Config::release_timeout) (the server did not answer):
+    /// the client's release timeout (`Config::release_timeout`; the server did not answer):
     /// it goes on in the background, retried until it is known applied or the settle window
     /// passes, and the lease ends the hold at the latest.
     ///
@@ -153,7 +153,7 @@ impl LockGuard {
         let Some(mut inner) = self.inner.take() else {
             return Ok(());
         };
-        let limit = inner.client.config().release_timeout;
+        let limit = inner.background.release_timeout();
         let span = tracing::debug_span!(target: "keylatch::lock",
             "keylatch.release",
             key = inner.hold.key(),
@@ -163,7 +163,7 @@ impl LockGuard {
         // Deregistered at once (the watchdog stops renewing), counting the guards it had.
         let expected = inner.hold.release() as u64;
         let undo = UndoGuard::arm(
-            &inner.client,
+            &inner.background,
             inner.release.clone(),
             self.owner,
             expected,
@@ -216,7 +216,7 @@ pub struct UndoGuard {
 
 #[derive(Debug)]
 struct UndoJob {
-    client: Client,
+    background: Background,
     release: Arc<dyn HoldRelease>,
     owner: OwnerId,
     expected: u64,
@@ -225,25 +225,25 @@ struct UndoJob {
 
 impl UndoGuard {
     /// A guard with nothing to undo.
-    pub(crate) fn disarmed() -> UndoGuard {
+    pub fn disarmed() -> UndoGuard {
         UndoGuard { armed: None }
     }
 
     /// Arms an undo for `owner`'s hold on `hold`'s key, whose hold count is `expected` if the
     /// request in flight took effect (for an acquire) or did not (for a release).
     pub fn arm(
-        client: &Client,
+        background: &Background,
         release: Arc<dyn HoldRelease>,
         owner: OwnerId,
         expected: u64,
         hold: &HoldHandle,
     ) -> UndoGuard {
-        UndoGuard::arm_for_key(client, release, owner, expected, hold.hold_key())
+        UndoGuard::arm_for_key(background, release, owner, expected, hold.hold_key())
     }
 
     /// As [`arm`](UndoGuard::arm), for a hold not registered yet (an acquire in flight).
     pub fn arm_for_key(
-        client: &Client,
+        background: &Background,
         release: Arc<dyn HoldRelease>,
         owner: OwnerId,
         expected: u64,
@@ -251,7 +251,7 @@ impl UndoGuard {
     ) -> UndoGuard {
         UndoGuard {
             armed: Some(UndoJob {
-                client: client.clone(),
+                background: background.clone(),
                 release,
                 owner,
                 expected,
@@ -309,9 +309,9 @@ impl UndoGuard {
 impl Drop for UndoGuard {
     fn drop(&mut self) {
         if let Some(job) = self.armed.take() {
-            let pending = job.client.watchdog().begin_pending(&job.key);
-            let window = job.client.settle_window();
-            job.client.spawn_background(async move {
+            let pending = job.background.registry().begin_pending(&job.key);
+            let window = job.background.settle_window();
+            job.background.spawn(async move {
                 let _pending = pending;
                 settle(&*job.release, job.owner, job.expected, window).await
             });
@@ -354,8 +354,8 @@ impl Drop for LockGuard {
             let expected = inner.hold.release() as u64;
             let owner = self.owner;
             let release = inner.release.clone();
-            let window = inner.client.settle_window();
-            inner.client.spawn_background(async move {
+            let window = inner.background.settle_window();
+            inner.background.spawn(async move {
                 let _pending = pending;
                 match release.release(owner).await {
                     Err(err) if err.is_transient() => {

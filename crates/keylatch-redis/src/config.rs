@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::error::{Error, Result};
-use crate::redact::SecretUrl;
 use crate::transport::TlsConfig;
+use keylatch_core::SecretUrl;
+use keylatch_core::{Error, Result};
 
 /// The URL used when neither `KEYLATCH_REDIS_URL` nor `REDIS_URL` is set.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -350,13 +350,13 @@ impl Config {
         if self.watchdog_timeout < Duration::from_millis(30) {
             return bad("watchdog_timeout", "must be at least 30ms");
         }
-        if crate::keys::validate_lease(self.watchdog_timeout).is_err() {
+        if keylatch_core::names::validate_lease(self.watchdog_timeout).is_err() {
             return bad("watchdog_timeout", "must be at most 30 days");
         }
         if self.connections == 0 || self.connections > 64 {
             return bad("connections", "must be between 1 and 64");
         }
-        let max = crate::keys::MAX_LEASE;
+        let max = keylatch_core::MAX_LEASE;
         if self.connect_timeout.is_zero() || self.connect_timeout > max {
             return bad("connect_timeout", "must be positive and at most 30 days");
         }

@@ -218,7 +218,8 @@ pub(crate) async fn run(
     on_redirect: &(dyn Fn() + Sync),
 ) -> RedisResult<Vec<Value>> {
     let deadline = Instant::now() + budget;
-    let mut backoff = crate::Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
+    let mut backoff =
+        keylatch_core::Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
     let mut target = Target::Slot(Route::with_key(key.as_bytes(), SlotAddr::Master));
     let mut reload = false;
     let mut redirections = 0;
@@ -260,7 +261,7 @@ pub(crate) async fn run(
             Next::Fail(err) => return Err(err),
             Next::Reload => {
                 tracing::debug!(target: "keylatch::connection", key, "NOSCRIPT on a cluster node: script reloaded");
-                crate::telemetry::round_trip();
+                keylatch_core::telemetry::round_trip();
                 reload = true;
             }
             Next::Go(next) => {
@@ -422,7 +423,7 @@ async fn node_batch(
     for reload in [false, true] {
         let mut pipe = redis::pipe();
         if reload {
-            crate::telemetry::round_trip();
+            keylatch_core::telemetry::round_trip();
             tracing::debug!(target: "keylatch::connection", node = ?node, "NOSCRIPT on a cluster node: scripts reloaded");
             for script in &scripts {
                 pipe.add_command(script.load_cmd(sharded));

@@ -22,9 +22,9 @@ use deadpool_redis::redis::{self, RedisError, Value};
 use tokio::sync::oneshot;
 
 use super::{Commands, READONLY_RETRIES, is_noscript};
-use crate::error::{Error, Result};
-use crate::guard::UndoGuard;
 use crate::script::{LuaScript, ScriptCall};
+use keylatch_core::UndoGuard;
+use keylatch_core::{Error, Result};
 
 /// How many calls a connection carries at once before acquisitions (and releases of a last
 /// guard) on it are coalesced.
@@ -321,7 +321,7 @@ impl Commands {
                 reloads += 1;
                 self.script_reloads.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(target: "keylatch::connection", "NOSCRIPT: batch scripts reloaded");
-                crate::telemetry::round_trip();
+                keylatch_core::telemetry::round_trip();
                 let mut reload = redis::pipe();
                 for cmd in load.iter().filter_map(|script| script.batched_load_cmd()) {
                     reload.add_command(cmd).ignore();
@@ -414,7 +414,7 @@ fn batch_cmd<'a>(
 fn one_reply(item: Value, key: &str) -> Result<Value> {
     match item {
         Value::Boolean(false) => Ok(Value::Nil),
-        Value::ServerError(err) => Err(Error::from_redis(RedisError::from(err), key)),
+        Value::ServerError(err) => Err(crate::error::from_redis_key(RedisError::from(err), key)),
         other => Ok(other),
     }
 }

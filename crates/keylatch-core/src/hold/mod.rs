@@ -1,0 +1,22 @@
+//! Holds: the guard every lock returns ([`LockGuard`]) and the undo of a request whose outcome
+//! is unknown ([`UndoGuard`]); the registry of a client's live holds, their state and loss
+//! ([`WatchdogRegistry`], [`HoldKey`], [`HoldState`]); how a primitive releases a hold
+//! ([`HoldRelease`]); and the background-work handle guards receive instead of the client
+//! ([`Background`]).
+//!
+//! May import: the crate's error, owner, backoff and telemetry modules. Knows no store: a
+//! store's renewal task drives the registry through [`WatchdogRegistry::due_renewals`] and
+//! [`WatchdogRegistry::renewed`].
+
+pub(crate) mod background;
+pub(crate) mod guard;
+pub(crate) mod registry;
+pub(crate) mod release;
+
+pub use background::{Acquisition, Background};
+pub use guard::{LockGuard, UndoGuard};
+pub use registry::{
+    HoldHandle, HoldKey, HoldState, HoldWatch, PendingWork, RenewWith, Renewal, RenewalGroup,
+    RenewalOutcome, WatchdogRegistry, WatchdogStats, WeakRegistry,
+};
+pub use release::HoldRelease;

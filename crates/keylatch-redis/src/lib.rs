@@ -1,0 +1,64 @@
+//! The Redis layer of [keylatch](https://docs.rs/keylatch): distributed locks for async Rust
+//! in the Redisson family, on Redis.
+//!
+//! **Who this crate is for.** Applications depend on the `keylatch` facade, which re-exports
+//! what they need from here. This crate is for the primitive crates (`keylatch-reentrant`,
+//! and the fair lock, read-write lock and semaphores built the same way), which build on it
+//! and on the store-independent `keylatch-core`:
+//!
+//! - [`Client`] and [`Config`]: connections (single server, Sentinel, Cluster, an
+//!   application's pool), TLS and credentials, the client UUID, cheap clones. A client hands
+//!   its guards a [`Background`](keylatch_core::Background) handle, not itself.
+//! - [`LuaScript`] and [`ScriptCall`]: static scripts run by EVALSHA, preloaded, reloaded
+//!   transparently after `NOSCRIPT`; calls coalesced on a busy connection.
+//! - [`PubSubHub`]: one pub/sub connection per client (per node on a cluster),
+//!   reference-counted subscriptions; [`wait_for`], the wait loop woken through it.
+//! - The watchdog's renewal task, which renews the registry's watchdog-mode holds in batches
+//!   ([`RENEW_HASH_HOLDS`], [`LuaScript::renewal`]).
+//! - Redis key naming ([`prefixed`], [`suffixed`]) and the conversion of redis-rs errors into
+//!   keylatch's ([`from_redis`]).
+//!
+//! The layer knows nothing of any primitive: key layouts and scripts live in the primitive
+//! crates.
+//!
+//! ```no_run
+//! # async fn demo() -> keylatch::Result<()> {
+//! use keylatch::{Client, Config};
+//!
+//! let client = Client::connect_with(Config::from_env()).await?;
+//! println!("client {} connected", client.id());
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod client;
+mod cluster;
+mod commands;
+mod config;
+mod connection;
+mod error;
+mod hub;
+mod keys;
+mod renewal;
+mod script;
+mod topology;
+mod transport;
+mod wait;
+
+pub use client::{Client, ClientStats};
+pub use commands::COALESCE_AFTER;
+pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
+pub use connection::Connection;
+pub use error::{RedisResultExt, from_pool, from_redis, from_redis_key};
+pub use hub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
+pub use keys::{prefixed, suffixed, validate_name, validate_name_with};
+pub use renewal::{RENEW_HASH_HOLDS, RENEWAL_BATCH};
+pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
+pub use transport::TlsConfig;
+pub use wait::{open, wait_for};
+
+/// The `deadpool-redis` crate keylatch is built on.
+pub use deadpool_redis;
+/// The `redis` crate keylatch is built on, so users get the matching version.
+pub use deadpool_redis::redis;
