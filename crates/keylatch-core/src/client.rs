@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::guard::UndoGuard;
 use crate::hub::PubSubHub;
 use crate::owner::{Owner, OwnerId};
+use crate::release::{PendingReleases, ReleaseTicket};
 use crate::script::{LuaScript, ScriptCall};
 use crate::topology::Topology;
 use crate::transport::{self, Endpoint};
@@ -45,6 +46,8 @@ struct ClientInner {
     closing: CancellationToken,
     /// Acquisitions under way (see [`Client::begin_acquisition`]).
     active: Arc<Background>,
+    /// Semaphore releases under way (see [`Client::track_release`]).
+    releases: Arc<PendingReleases>,
 }
 
 #[derive(Debug, Default)]
@@ -258,6 +261,7 @@ impl Client {
                     .collect(),
                 closing: CancellationToken::new(),
                 active: Arc::new(Background::default()),
+                releases: Arc::default(),
             }),
         })
     }
@@ -418,6 +422,14 @@ impl Client {
         (config.response_timeout * 3 + std::time::Duration::from_secs(1)).max(config.settle_window)
     }
 
+    /// Lists a release of `permits` permits of the semaphore `name` as under way until the
+    /// returned ticket drops: if [`shutdown`](Client::shutdown) gives up while it is, it
+    /// reports it ([`Error::ShutdownUnfinished`]).
+    #[doc(hidden)]
+    pub fn track_release(&self, name: &Arc<str>, permits: u64) -> ReleaseTicket {
+        self.inner.releases.track(name, permits)
+    }
+
     /// Whether [`shutdown`](Client::shutdown) has started.
     pub fn is_closed(&self) -> bool {
         self.inner.closing.is_cancelled()
@@ -476,13 +488,19 @@ impl Client {
     /// # Ok(()) }
     /// ```
     ///
+    /// A semaphore release (plain permits given back, permit ids released) is retried until
+    /// the server confirms it while the client lives; those still unconfirmed when the shutdown
+    /// gives up are listed in its error, and nothing sends them again.
+    ///
     /// # Errors
-    /// [`Error::Timeout`] when releases were still unfinished at the timeout (the leases end
-    /// them); the client is closed all the same.
+    /// [`Error::ShutdownUnfinished`] when semaphore releases were still unconfirmed at the
+    /// timeout (the server could not be reached): it lists them, semaphore name and permit
+    /// count. [`Error::Timeout`] when other releases or waits were still unfinished at the
+    /// timeout (the leases end the holds). The client is closed all the same.
     ///
     /// # Cancel safety
     /// Once polled, the client is closing; dropping the future leaves the releases to the
-    /// background.
+    /// background (unreported).
     pub async fn shutdown(&self) -> Result<()> {
         let limit = self.inner.config.shutdown_timeout;
         let deadline = Instant::now() + limit;
@@ -497,7 +515,8 @@ impl Client {
                 for _ in 0..guards {
                     match release.release(owner).await {
                         Ok(()) | Err(Error::NotHeld { .. }) => {}
-                        Err(err) if err.is_ambiguous() => {
+                        // Not sent, or its reply lost: settled by the conditional release.
+                        Err(err) if err.is_transient() => {
                             let _ = release.release_if_count(owner, 1).await;
                         }
                         Err(err) => {
@@ -507,12 +526,25 @@ impl Client {
                     }
                 }
             });
-        let released =
-            tokio::time::timeout_at(deadline, futures_util::future::join_all(work)).await;
+        let work = futures_util::future::join_all(work);
+        tokio::pin!(work);
+        let released = tokio::time::timeout_at(deadline, work.as_mut()).await;
         let idle = tokio::time::timeout_at(deadline, self.inner.background.idle()).await;
+        // Read before anything under way is dropped (each release is listed until it ends).
+        let unfinished = self.inner.releases.snapshot();
         self.inner.commands.close();
         for task in &self.inner.tasks {
             task.abort();
+        }
+        if !unfinished.is_empty() {
+            tracing::warn!(
+                releases = %crate::release::list(&unfinished),
+                "shutdown: semaphore releases the server did not confirm in time"
+            );
+            return Err(Error::ShutdownUnfinished {
+                after: limit,
+                releases: unfinished,
+            });
         }
         if quiet.is_err() || released.is_err() || idle.is_err() {
             return Err(Error::Timeout { after: limit });
