@@ -40,10 +40,11 @@ async fn count(conn: &mut keylatch::redis::aio::MultiplexedConnection, name: &st
     value.unwrap_or(0)
 }
 
-/// Cuts the client off: nothing passes, and its open connections are reset, so it must
-/// reconnect (and cannot) until `heal`.
-fn cut(proxy: &FaultProxy) {
-    proxy.set(Fault::Blackhole);
+/// Cuts the client off with `fault` (`Blackhole`: a partition, requests vanish and time out;
+/// `Refuse`: a server that is down, connections fail at once); its open connections are
+/// reset, so it must reconnect (and cannot) until `heal`.
+fn cut(proxy: &FaultProxy, fault: Fault) {
+    proxy.set(fault);
     proxy.reset_connections();
 }
 
@@ -60,23 +61,35 @@ async fn settled(client: &keylatch::Client) {
         .expect("the background releases never ended");
 }
 
-/// An outage four settle windows long: a `release(n)`, the release of a dropped permit and
-/// the release of an expirable permit's id, all made during it, are applied once the server
-/// answers again, each exactly once.
+/// A partition four settle windows long: a `release(n)`, the releases of a dropped permit
+/// and of an unlocked one, and the release of an expirable permit's id, all made during it,
+/// are applied once the server answers again, each exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_made_during_an_outage_longer_than_the_settle_window_are_applied_once() {
+async fn releases_made_during_a_partition_longer_than_the_settle_window_are_applied_once() {
+    releases_across_an_outage(Fault::Blackhole).await;
+}
+
+/// The same with a server that refuses connections (down) for four settle windows: every
+/// attempt fails before it is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_made_while_connections_are_refused_are_applied_once() {
+    releases_across_an_outage(Fault::Refuse).await;
+}
+
+async fn releases_across_an_outage(fault: Fault) {
     let server = server();
     let proxy = FaultProxy::start(server.port()).unwrap();
     let client = client_at(proxy.url()).await;
     let mut conn = raw(&server).await;
     let name = unique("sem-outage");
     let semaphore = client.semaphore(&name);
-    assert!(semaphore.try_set_permits(5).await.unwrap());
+    assert!(semaphore.try_set_permits(6).await.unwrap());
     let permit = semaphore
         .acquire_many(2, AcquireOptions::new())
         .await
         .unwrap()
         .unwrap();
+    let unlocked = semaphore.acquire().await.unwrap();
     assert_eq!(semaphore.acquire().await.unwrap().forget(), 1);
     let expirable = client.permit_expirable_semaphore(&format!("{name}-exp"));
     assert!(expirable.try_set_permits(2).await.unwrap());
@@ -88,9 +101,11 @@ async fn releases_made_during_an_outage_longer_than_the_settle_window_are_applie
         .forget();
     assert_eq!(count(&mut conn, &name).await, 2);
 
-    cut(&proxy);
+    cut(&proxy, fault);
     let cut_at = Instant::now();
     drop(permit);
+    let err = unlocked.release().await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
     let err = semaphore.release(1).await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
     let err = expirable.try_release(&id).await.unwrap_err();
@@ -99,20 +114,20 @@ async fn releases_made_during_an_outage_longer_than_the_settle_window_are_applie
     tokio::time::sleep(outage.saturating_sub(cut_at.elapsed())).await;
     assert_eq!(count(&mut conn, &name).await, 2, "nothing got through");
     assert!(
-        client.stats().background_pending >= 3,
+        client.stats().background_pending >= 4,
         "the releases are still under way"
     );
 
     heal(&proxy);
     settled(&client).await;
     println!(
-        "released after an outage of {:?} ({}x the settle window)",
+        "{fault:?}: released after an outage of {:?} ({}x the settle window)",
         cut_at.elapsed(),
         outage.as_millis() / WINDOW.as_millis()
     );
     assert_eq!(
         count(&mut conn, &name).await,
-        5,
+        6,
         "every permit came back, once"
     );
     let held: i64 = conn.zcard(expirable.timeout_key()).await.unwrap();
@@ -122,7 +137,7 @@ async fn releases_made_during_an_outage_longer_than_the_settle_window_are_applie
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         count(&mut conn, &name).await,
-        5,
+        6,
         "no permit came back twice"
     );
 }
@@ -185,7 +200,7 @@ async fn shutdown_during_an_outage_lists_the_releases_it_could_not_finish() {
         .unwrap();
     assert_eq!(semaphore.acquire().await.unwrap().forget(), 1);
 
-    cut(&proxy);
+    cut(&proxy, Fault::Blackhole);
     drop(permit);
     let err = semaphore.release(1).await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");

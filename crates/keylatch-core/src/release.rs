@@ -123,3 +123,28 @@ pub(crate) fn list(releases: &[UnfinishedRelease]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_are_listed_until_their_ticket_drops() {
+        let pending = Arc::new(PendingReleases::default());
+        let b: Arc<str> = Arc::from("b");
+        let a: Arc<str> = Arc::from("a");
+        let first = pending.track(&b, 2);
+        let second = pending.track(&a, 1);
+        let third = pending.track(&a, 3);
+        let listed = pending.snapshot();
+        assert_eq!(
+            list(&listed),
+            "1 permit(s) of 'a', 3 permit(s) of 'a', 2 permit(s) of 'b'"
+        );
+        drop(second);
+        drop(first);
+        assert_eq!(list(&pending.snapshot()), "3 permit(s) of 'a'");
+        drop(third);
+        assert!(pending.snapshot().is_empty());
+    }
+}
