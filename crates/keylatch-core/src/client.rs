@@ -413,8 +413,9 @@ impl Client {
         crate::keys::validate_name_with(name, self.inner.config.hash_tagged_names)
     }
 
-    /// The settle window: how long a release or an undo whose reply was lost is retried, and
-    /// how long the request markers that make those retries idempotent live:
+    /// The settle window: how long a release or an undo whose reply was lost is retried (a
+    /// semaphore's release goes on past it, while the client lives), and how long the request
+    /// markers that make those retries idempotent live once the server applied their request:
     /// [`Config::settle_window`], and at least `3 × response_timeout + 1 s`.
     #[doc(hidden)]
     pub fn settle_window(&self) -> std::time::Duration {
