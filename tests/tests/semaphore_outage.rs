@@ -42,9 +42,12 @@ async fn count(conn: &mut keylatch::redis::aio::MultiplexedConnection, name: &st
 
 /// Cuts the client off with `fault` (`Blackhole`: a partition, requests vanish and time out;
 /// `Refuse`: a server that is down, connections fail at once); its open connections are
-/// reset, so it must reconnect (and cannot) until `heal`.
-fn cut(proxy: &FaultProxy, fault: Fault) {
+/// reset, so it must reconnect (and cannot) until `heal`. Reset twice: `Refuse` applies to
+/// new connections only, and one being opened at the first reset could miss it.
+async fn cut(proxy: &FaultProxy, fault: Fault) {
     proxy.set(fault);
+    proxy.reset_connections();
+    tokio::time::sleep(Duration::from_millis(100)).await;
     proxy.reset_connections();
 }
 
@@ -101,7 +104,7 @@ async fn releases_across_an_outage(fault: Fault) {
         .forget();
     assert_eq!(count(&mut conn, &name).await, 2);
 
-    cut(&proxy, fault);
+    cut(&proxy, fault).await;
     let cut_at = Instant::now();
     drop(permit);
     let err = unlocked.release().await.unwrap_err();
@@ -200,7 +203,7 @@ async fn shutdown_during_an_outage_lists_the_releases_it_could_not_finish() {
         .unwrap();
     assert_eq!(semaphore.acquire().await.unwrap().forget(), 1);
 
-    cut(&proxy, Fault::Blackhole);
+    cut(&proxy, Fault::Blackhole).await;
     drop(permit);
     let err = semaphore.release(1).await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
