@@ -65,8 +65,9 @@ async fn settled(client: &keylatch::Client) {
 }
 
 /// A partition four settle windows long: a `release(n)`, the releases of a dropped permit
-/// and of an unlocked one, and the release of an expirable permit's id, all made during it,
-/// are applied once the server answers again, each exactly once.
+/// and of an unlocked one, and the releases of an expirable permit's id and of a dropped
+/// expirable permit, all made during it, are applied once the server answers again, each
+/// exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_made_during_a_partition_longer_than_the_settle_window_are_applied_once() {
     releases_across_an_outage(Fault::Blackhole).await;
@@ -95,18 +96,23 @@ async fn releases_across_an_outage(fault: Fault) {
     let unlocked = semaphore.acquire().await.unwrap();
     assert_eq!(semaphore.acquire().await.unwrap().forget(), 1);
     let expirable = client.permit_expirable_semaphore(&format!("{name}-exp"));
-    assert!(expirable.try_set_permits(2).await.unwrap());
-    // A lease far longer than the test: only the release can bring it back.
+    assert!(expirable.try_set_permits(3).await.unwrap());
+    // Leases far longer than the test: only the releases can bring them back.
     let id = expirable
         .acquire_with_lease(Duration::from_secs(300))
         .await
         .unwrap()
         .forget();
+    let expirable_permit = expirable
+        .acquire_with_lease(Duration::from_secs(300))
+        .await
+        .unwrap();
     assert_eq!(count(&mut conn, &name).await, 2);
 
     cut(&proxy, fault).await;
     let cut_at = Instant::now();
     drop(permit);
+    drop(expirable_permit);
     let err = unlocked.release().await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
     let err = semaphore.release(1).await.unwrap_err();
@@ -117,7 +123,7 @@ async fn releases_across_an_outage(fault: Fault) {
     tokio::time::sleep(outage.saturating_sub(cut_at.elapsed())).await;
     assert_eq!(count(&mut conn, &name).await, 2, "nothing got through");
     assert!(
-        client.stats().background_pending >= 4,
+        client.stats().background_pending >= 5,
         "the releases are still under way"
     );
 
@@ -134,8 +140,8 @@ async fn releases_across_an_outage(fault: Fault) {
         "every permit came back, once"
     );
     let held: i64 = conn.zcard(expirable.timeout_key()).await.unwrap();
-    assert_eq!(held, 0, "the expirable permit was released");
-    assert_eq!(count(&mut conn, &format!("{name}-exp")).await, 2);
+    assert_eq!(held, 0, "the expirable permits were released");
+    assert_eq!(count(&mut conn, &format!("{name}-exp")).await, 3);
     // Later retries, if any were left, would show by now.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
