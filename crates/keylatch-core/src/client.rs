@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::guard::UndoGuard;
 use crate::hub::PubSubHub;
 use crate::owner::{Owner, OwnerId};
+use crate::release::{PendingReleases, ReleaseTicket};
 use crate::script::{LuaScript, ScriptCall};
 use crate::topology::Topology;
 use crate::transport::{self, Endpoint};
@@ -45,6 +46,8 @@ struct ClientInner {
     closing: CancellationToken,
     /// Acquisitions under way (see [`Client::begin_acquisition`]).
     active: Arc<Background>,
+    /// Semaphore releases under way (see [`Client::track_release`]).
+    releases: Arc<PendingReleases>,
 }
 
 #[derive(Debug, Default)]
@@ -261,6 +264,7 @@ impl Client {
                     .collect(),
                 closing: CancellationToken::new(),
                 active: Arc::new(Background::default()),
+                releases: Arc::default(),
             }),
         })
     }
@@ -412,13 +416,22 @@ impl Client {
         crate::keys::validate_name_with(name, self.inner.config.hash_tagged_names)
     }
 
-    /// The settle window: how long a release or an undo whose reply was lost is retried, and
-    /// how long the request markers that make those retries idempotent live:
+    /// The settle window: how long a release or an undo whose reply was lost is retried (a
+    /// semaphore's release goes on past it, while the client lives), and how long the request
+    /// markers that make those retries idempotent live once the server applied their request:
     /// [`Config::settle_window`], and at least `3 × response_timeout + 1 s`.
     #[doc(hidden)]
     pub fn settle_window(&self) -> std::time::Duration {
         let config = &self.inner.config;
         (config.response_timeout * 3 + std::time::Duration::from_secs(1)).max(config.settle_window)
+    }
+
+    /// Lists a release of `permits` permits of the semaphore `name` as under way until the
+    /// returned ticket drops: if [`shutdown`](Client::shutdown) gives up while it is, it
+    /// reports it ([`Error::ShutdownUnfinished`]).
+    #[doc(hidden)]
+    pub fn track_release(&self, name: &Arc<str>, permits: u64) -> ReleaseTicket {
+        self.inner.releases.track(name, permits)
     }
 
     /// Whether [`shutdown`](Client::shutdown) has started.
@@ -479,13 +492,19 @@ impl Client {
     /// # Ok(()) }
     /// ```
     ///
+    /// A semaphore release (plain permits given back, permit ids released) is retried until
+    /// the server confirms it while the client lives; those still unconfirmed when the shutdown
+    /// gives up are listed in its error, and nothing sends them again.
+    ///
     /// # Errors
-    /// [`Error::Timeout`] when releases were still unfinished at the timeout (the leases end
-    /// them); the client is closed all the same.
+    /// [`Error::ShutdownUnfinished`] when semaphore releases were still unconfirmed at the
+    /// timeout (the server could not be reached): it lists them, semaphore name and permit
+    /// count. [`Error::Timeout`] when other releases or waits were still unfinished at the
+    /// timeout (the leases end the holds). The client is closed all the same.
     ///
     /// # Cancel safety
     /// Once polled, the client is closing; dropping the future leaves the releases to the
-    /// background.
+    /// background (unreported).
     pub async fn shutdown(&self) -> Result<()> {
         let limit = self.inner.config.shutdown_timeout;
         let deadline = Instant::now() + limit;
@@ -500,7 +519,8 @@ impl Client {
                 for _ in 0..guards {
                     match release.release(owner).await {
                         Ok(()) | Err(Error::NotHeld { .. }) => {}
-                        Err(err) if err.is_ambiguous() => {
+                        // Not sent, or its reply lost: settled by the conditional release.
+                        Err(err) if err.is_transient() => {
                             let _ = release.release_if_count(owner, 1).await;
                         }
                         Err(err) => {
@@ -510,12 +530,25 @@ impl Client {
                     }
                 }
             });
-        let released =
-            tokio::time::timeout_at(deadline, futures_util::future::join_all(work)).await;
+        let work = futures_util::future::join_all(work);
+        tokio::pin!(work);
+        let released = tokio::time::timeout_at(deadline, work.as_mut()).await;
         let idle = tokio::time::timeout_at(deadline, self.inner.background.idle()).await;
+        // Read before anything under way is dropped (each release is listed until it ends).
+        let unfinished = self.inner.releases.snapshot();
         self.inner.commands.close();
         for task in &self.inner.tasks {
             task.abort();
+        }
+        if !unfinished.is_empty() {
+            tracing::warn!(
+                releases = %crate::release::list(&unfinished),
+                "shutdown: semaphore releases the server did not confirm in time"
+            );
+            return Err(Error::ShutdownUnfinished {
+                after: limit,
+                releases: unfinished,
+            });
         }
         if quiet.is_err() || released.is_err() || idle.is_err() {
             return Err(Error::Timeout { after: limit });

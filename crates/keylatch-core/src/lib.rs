@@ -68,7 +68,7 @@ pub use lock::{
 };
 pub use owner::{Owner, OwnerId};
 pub use redact::{SecretUrl, redact_url};
-pub use release::HoldRelease;
+pub use release::{HoldRelease, ReleaseTicket, UnfinishedRelease};
 pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
 pub use transport::TlsConfig;
 pub use watchdog::{

@@ -68,7 +68,7 @@ pub use client::Client;
 pub use keylatch_core::{
     AcquireOptions, COALESCE_AFTER, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL,
     DistributedLock, Error, LockGuard, MAX_LEASE, MAX_NAME_LEN, Owner, OwnerId, Result, SecretUrl,
-    TlsConfig, WatchdogStats, deadpool_redis, redact_url, redis, secrecy,
+    TlsConfig, UnfinishedRelease, WatchdogStats, deadpool_redis, redact_url, redis, secrecy,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
