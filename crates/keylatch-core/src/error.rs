@@ -208,6 +208,22 @@ pub enum Error {
         /// Why, and what to use instead.
         reason: &'static str,
     },
+    /// A client's shutdown gave up at its timeout with semaphore
+    /// releases the server had not confirmed (it could not be reached): they are listed. The
+    /// client is closed, so nothing sends them again; an attempt already sent may still arrive
+    /// and apply (once), so read the count before giving those permits back from elsewhere.
+    /// Otherwise as [`Error::Timeout`] from the shutdown.
+    #[error(
+        "the shutdown gave up after {after:?} with {} release(s) unconfirmed: {}",
+        releases.len(),
+        crate::hold::release::list(releases)
+    )]
+    ShutdownUnfinished {
+        /// The configured shutdown timeout.
+        after: Duration,
+        /// The releases not confirmed, sorted by name.
+        releases: Vec<crate::hold::release::UnfinishedRelease>,
+    },
     /// Replica acknowledgement (`Config::replicas`): fewer replicas
     /// than asked for confirmed the acquisition within
     /// `Config::replicas_timeout`, so a failover could

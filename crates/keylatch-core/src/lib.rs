@@ -32,7 +32,8 @@ pub use backoff::Backoff;
 pub use error::{Error, Result, StoreError};
 pub use hold::{
     Acquisition, Background, HoldHandle, HoldKey, HoldRelease, HoldState, HoldWatch, LockGuard,
-    PendingWork, Renewal, UndoGuard, WatchdogRegistry, WatchdogStats,
+    PendingWork, ReleaseTicket, Renewal, UndoGuard, UnfinishedRelease, WatchdogRegistry,
+    WatchdogStats,
 };
 pub use lock::{
     AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, deadline_after, jitter, retrying,

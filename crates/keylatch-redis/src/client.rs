@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use deadpool_redis::redis::{self, FromRedisValue, Value};
 use keylatch_core::{
-    Acquisition, Background, Error, Owner, OwnerId, Result, StoreError, UndoGuard,
+    Acquisition, Background, Error, Owner, OwnerId, ReleaseTicket, Result, StoreError, UndoGuard,
     WatchdogRegistry, WatchdogStats,
 };
 use tokio::sync::Notify;
@@ -409,12 +409,21 @@ impl Client {
         crate::keys::validate_name_with(name, self.inner.config.hash_tagged_names)
     }
 
-    /// The settle window: how long a release or an undo whose reply was lost is retried, and
-    /// how long the request markers that make those retries idempotent live:
+    /// The settle window: how long a release or an undo whose reply was lost is retried (a
+    /// semaphore's release goes on past it, while the client lives), and how long the request
+    /// markers that make those retries idempotent live once the server applied their request:
     /// [`Config::settle_window`], and at least `3 × response_timeout + 1 s`.
     #[doc(hidden)]
     pub fn settle_window(&self) -> std::time::Duration {
         self.inner.background.settle_window()
+    }
+
+    /// Lists a release of `permits` permits of the semaphore `name` as under way until the
+    /// returned ticket drops: if [`shutdown`](Client::shutdown) gives up while it is, it
+    /// reports it ([`Error::ShutdownUnfinished`]).
+    #[doc(hidden)]
+    pub fn track_release(&self, name: &Arc<str>, permits: u64) -> ReleaseTicket {
+        self.inner.background.track_release(name, permits)
     }
 
     /// Whether [`shutdown`](Client::shutdown) has started.
@@ -456,13 +465,19 @@ impl Client {
     /// # Ok(()) }
     /// ```
     ///
+    /// A semaphore release (plain permits given back, permit ids released) is retried until
+    /// the server confirms it while the client lives; those still unconfirmed when the shutdown
+    /// gives up are listed in its error, and nothing sends them again.
+    ///
     /// # Errors
-    /// [`Error::Timeout`] when releases were still unfinished at the timeout (the leases end
-    /// them); the client is closed all the same.
+    /// [`Error::ShutdownUnfinished`] when semaphore releases were still unconfirmed at the
+    /// timeout (the server could not be reached): it lists them, semaphore name and permit
+    /// count. [`Error::Timeout`] when other releases or waits were still unfinished at the
+    /// timeout (the leases end the holds). The client is closed all the same.
     ///
     /// # Cancel safety
     /// Once polled, the client is closing; dropping the future leaves the releases to the
-    /// background.
+    /// background (unreported).
     pub async fn shutdown(&self) -> Result<()> {
         let limit = self.inner.config.shutdown_timeout;
         let deadline = Instant::now() + limit;

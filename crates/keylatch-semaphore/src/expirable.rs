@@ -14,7 +14,7 @@ use crate::expirable_lock::ExpirableSemaphoreLock;
 use crate::permit::Permit;
 use crate::request::{
     MAX_PERMITS, MAX_PERMITS_PER_CALL, Requests, Settle, check_delta, check_permits, refused,
-    run_idempotent,
+    release_once, run_idempotent,
 };
 use crate::scripts::{
     EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_LEASE, EXP_RELEASE, EXP_RENEW, EXP_SET, EXP_TRY_SET,
@@ -533,11 +533,16 @@ impl PermitExpirableSemaphore {
     }
 
     /// Gives back the permit `id`, whoever holds it; returns `false` when the id is unknown or
-    /// its lease already ended (nothing changed). A lost reply is retried; a permit released
-    /// by the lost attempt is reported as released.
+    /// its lease already ended (nothing changed). A lost reply, a failed connection or an
+    /// unreachable server is retried until the server answers, while the client lives; a
+    /// permit released by a lost attempt is reported as released. The call waits at most
+    /// [`Config::release_timeout`](keylatch_redis::Config::release_timeout), then returns
+    /// [`Error::Timeout`] and the release goes on in the background
+    /// ([`Client::shutdown`](keylatch_redis::Client::shutdown) reports it if still unconfirmed).
     ///
     /// # Errors
-    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::Timeout`] (it goes on in the
+    /// background), [`Error::Closed`], Redis errors.
     ///
     /// # Cancel safety
     /// Once polled, the release happens even if the future is dropped (it is finished in the
@@ -548,11 +553,7 @@ impl PermitExpirableSemaphore {
             return Ok(false);
         }
         let call = self.shared.release_call(&[id]);
-        let since = Instant::now();
-        let settle = Settle::arm(&self.shared.client, call.clone(), since);
-        let result = run_idempotent(&self.shared.client, &call, since).await;
-        settle.disarm();
-        match result? {
+        match release_once(&self.shared.client, call, &self.shared.name, 1).await? {
             (Value::Int(1), _) => Ok(true),
             // An earlier attempt whose reply was lost may have released it.
             (Value::Int(0), attempts) => Ok(attempts > 1),
@@ -564,9 +565,12 @@ impl PermitExpirableSemaphore {
     /// `release(ids)`); returns how many were held. Ids that are unknown or whose lease
     /// already ended are skipped.
     ///
+    /// Retried as [`try_release`](PermitExpirableSemaphore::try_release).
+    ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidPermits`] for more than
-    /// [`MAX_PERMITS_PER_CALL`] ids, [`Error::WrongType`], Redis errors.
+    /// [`MAX_PERMITS_PER_CALL`] ids, [`Error::WrongType`], [`Error::Timeout`] (it goes on in
+    /// the background), [`Error::Closed`], Redis errors.
     ///
     /// # Cancel safety
     /// As [`try_release`](PermitExpirableSemaphore::try_release): once polled, the release
@@ -584,11 +588,8 @@ impl PermitExpirableSemaphore {
             return Ok(0);
         }
         let call = self.shared.release_call(&ids);
-        let since = Instant::now();
-        let settle = Settle::arm(&self.shared.client, call.clone(), since);
-        let result = run_idempotent(&self.shared.client, &call, since).await;
-        settle.disarm();
-        match result? {
+        let permits = ids.len() as u64;
+        match release_once(&self.shared.client, call, &self.shared.name, permits).await? {
             (Value::Int(released), _) => Ok(u64::try_from(released).unwrap_or(0)),
             _ => Err(unexpected("expirable_semaphore_release")),
         }

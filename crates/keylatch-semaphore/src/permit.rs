@@ -10,7 +10,7 @@ use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::expirable::Shared;
-use crate::request::run_idempotent;
+use crate::request::run_until_applied;
 use crate::semaphore::unexpected;
 
 /// One permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), held by
@@ -145,10 +145,16 @@ impl HoldRelease for PermitRelease {
         if self.forgotten.load(Ordering::Acquire) {
             return Ok(());
         }
+        // Retried until the server answers, as a release after a lost reply (the guard's
+        // unlock bounds the wait, then the background goes on).
+        let client = &self.shared.client;
+        let _ticket = client.track_release(&self.shared.name, 1);
         let call = self.shared.release_call(&[&*self.id]);
-        match self.shared.client.eval_value(&call).await? {
-            Value::Int(1) => Ok(()),
-            Value::Int(0) => Err(Error::NotHeld {
+        match run_until_applied(client, &call).await? {
+            (Value::Int(1), _) => Ok(()),
+            // An earlier attempt whose reply was lost may have released it.
+            (Value::Int(0), attempts) if attempts > 1 => Ok(()),
+            (Value::Int(0), _) => Err(Error::NotHeld {
                 name: self.shared.name.to_string(),
             }),
             _ => Err(unexpected("expirable_semaphore_release")),
@@ -156,9 +162,12 @@ impl HoldRelease for PermitRelease {
     }
 
     async fn release_if_count(&self, _owner: OwnerId, _expected: u64) -> Result<()> {
-        // After a lost reply: releasing an id again is idempotent.
+        // After a lost reply: releasing an id again is idempotent (an id is never handed out
+        // twice), so it is retried until the server answers, while the client lives.
+        let client = &self.shared.client;
+        let _ticket = client.track_release(&self.shared.name, 1);
         let call = self.shared.release_call(&[&*self.id]);
-        run_idempotent(&self.shared.client, &call, Instant::now()).await?;
+        run_until_applied(client, &call).await?;
         Ok(())
     }
 }

@@ -3,13 +3,20 @@
 //!
 //! Every call that changes a plain semaphore's count (and the expirable semaphore's
 //! `try_set_permits` / `add_permits`) carries a fresh request marker `{name}:req:<uuid>`. The
-//! script records in it, with a TTL (the *request window*), that the request was applied, so:
+//! script records in it that the request was applied, with a TTL (the *request window*)
+//! counted from when the server applied it (a retry that finds it sets the TTL again), so:
 //!
 //! - a release, an `add_permits`, a drain or a `try_set_permits` whose reply was lost can be
-//!   sent again with the same marker: it applies at most once;
+//!   sent again with the same marker: it applies at most once, as long as the retry reaches
+//!   the server within the request window of the last attempt that did;
 //! - an acquire whose reply was lost is settled by its undo, which gives the permits back if
 //!   the marker says they were taken, and otherwise leaves a tombstone in the marker, so an
 //!   acquire still on its way takes nothing when it arrives.
+//!
+//! A release (permits given back, or permit ids released) is retried until the server answers
+//! for as long as the client lives ([`release_once`]), listed with the client meanwhile so that
+//! its shutdown reports it if it gives up first. The other calls are retried within the request
+//! window of their first attempt ([`run_idempotent`]).
 //!
 //! Once a reply has been seen the marker is no longer needed: it is queued on the handle, and
 //! once a few have gathered the next call through the same handle that changes the count
@@ -19,7 +26,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keylatch_core::{Backoff, Error, Result, lease_millis};
+use keylatch_core::{Backoff, Error, ReleaseTicket, Result, lease_millis};
 use keylatch_redis::redis::Value;
 use keylatch_redis::{Client, ScriptCall, suffixed};
 use tokio::time::Instant;
@@ -125,6 +132,22 @@ impl Requests {
         Ok(reply)
     }
 
+    /// Runs a release that must apply exactly once: as [`apply_marked`](Self::apply_marked),
+    /// sent by [`release_once`] (retried while the client lives, waited for at most the
+    /// release timeout).
+    pub(crate) async fn release_marked(&self, call: ScriptCall, permits: u64) -> Result<Value> {
+        let marker = self.marker();
+        let settled = self.take_settled();
+        let call = with_keys(call.key(marker.as_str()), &settled);
+        let (reply, _) = release_once(&self.client, call, &self.name, permits).await?;
+        if reply == Value::Int(1) {
+            self.settle(marker);
+        } else {
+            self.give_back(settled);
+        }
+        Ok(reply)
+    }
+
     /// Runs a call that must apply exactly once (it carries a marker), finishing it in the
     /// background if the future is dropped before the reply.
     pub(crate) async fn apply_once(&self, call: ScriptCall) -> Result<Value> {
@@ -144,11 +167,20 @@ pub(crate) fn with_keys(mut call: ScriptCall, keys: &[String]) -> ScriptCall {
     call
 }
 
-/// The request window: how long a marker lives. A request is assumed to reach the server
-/// within a response timeout of being sent, or never; retries (and undos) are sent only while
-/// the first attempt's marker, written at the earliest when it was sent, is certain to exist.
+/// The request window: how long a marker lives once the server applied its request. A
+/// request is assumed to reach the server within a response timeout of being sent, or never;
+/// the calls other than releases (and the undos) are retried only while the first attempt's
+/// marker, written at the earliest when it was sent, is certain to exist.
 pub(crate) fn window(client: &Client) -> Duration {
     client.settle_window()
+}
+
+/// The longest pause between two attempts of a release: a quarter of the request window, at
+/// most 1 s. Once the server answers again, the next attempt then reaches it well within the
+/// request window of any earlier attempt it applied on its return (a paused server applies
+/// what waited in its socket when it resumes).
+fn release_pause(client: &Client) -> Duration {
+    (window(client) / 4).min(Duration::from_secs(1))
 }
 
 /// Whether an error leaves the call's outcome unknown or means it was never sent: either way,
@@ -194,9 +226,66 @@ pub(crate) async fn run_idempotent(
     }
 }
 
+/// Sends a release (a call that gives permits back and applies at most once: it carries a
+/// marker, or releases permit ids) until the server answers, for as long as the client lives:
+/// lost replies, failed connections and an unreachable server are retried with back-off (each
+/// attempt bounded by the response timeout). Ends with the reply and how many attempts it took,
+/// or with an error that is not transient ([`Error::Closed`] once the client is shut down).
+pub(crate) async fn run_until_applied(client: &Client, call: &ScriptCall) -> Result<(Value, u32)> {
+    let started = Instant::now();
+    let mut warned = false;
+    let mut backoff = Backoff::new(Duration::from_millis(10), release_pause(client));
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match client.eval_value(call).await {
+            Ok(value) => return Ok((value, attempts)),
+            Err(err) if retriable(&err) => {
+                if !warned && started.elapsed() >= window(client) {
+                    warned = true;
+                    tracing::warn!(
+                        error = %err,
+                        script = call.script().name(),
+                        key = call.first_key(),
+                        "a semaphore release is still not confirmed after the request window: \
+                         retrying until the server answers"
+                    );
+                } else {
+                    tracing::debug!(error = %err, script = call.script().name(), "retrying");
+                }
+                backoff.wait().await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// Runs a release of `permits` permits of `name` (see [`run_until_applied`]), listed with the
+/// client until it ends, and waits for it at most the client's release timeout: then it
+/// returns [`Error::Timeout`] and the release goes on in the background (the same if the
+/// future is dropped). The client's shutdown reports it if it is still unconfirmed then.
+pub(crate) async fn release_once(
+    client: &Client,
+    call: ScriptCall,
+    name: &Arc<str>,
+    permits: u64,
+) -> Result<(Value, u32)> {
+    let limit = client.config().release_timeout;
+    let settle = Settle::arm_release(client, call.clone(), client.track_release(name, permits));
+    match tokio::time::timeout(limit, run_until_applied(client, &call)).await {
+        Ok(result) => {
+            settle.disarm();
+            result
+        }
+        // Dropped armed: the release goes on in the background.
+        Err(_) => Err(Error::Timeout { after: limit }),
+    }
+}
+
 /// A call that must reach the server (an undo, or a change of the count already sent): armed
 /// before the request is sent, disarmed when its reply is seen. Dropped armed (the future was
-/// cancelled in flight), it runs the call in the background, retried within the request window.
+/// cancelled in flight), it runs the call in the background: a release until it is applied
+/// (while the client lives), anything else within the request window.
 #[derive(Debug)]
 #[must_use]
 pub(crate) struct Settle {
@@ -207,7 +296,17 @@ pub(crate) struct Settle {
 struct Job {
     client: Client,
     call: ScriptCall,
-    since: Instant,
+    until: Until,
+}
+
+/// How long a settling call is retried.
+#[derive(Debug)]
+enum Until {
+    /// Within the request window of the first attempt, sent at this instant.
+    Window(Instant),
+    /// Until applied, while the client lives; listed with the client meanwhile (until the
+    /// ticket drops with the job).
+    Applied { _ticket: ReleaseTicket },
 }
 
 impl Settle {
@@ -216,7 +315,18 @@ impl Settle {
             job: Some(Job {
                 client: client.clone(),
                 call,
-                since,
+                until: Until::Window(since),
+            }),
+        }
+    }
+
+    /// Arms a release, retried until applied (see [`run_until_applied`]).
+    pub(crate) fn arm_release(client: &Client, call: ScriptCall, ticket: ReleaseTicket) -> Settle {
+        Settle {
+            job: Some(Job {
+                client: client.clone(),
+                call,
+                until: Until::Applied { _ticket: ticket },
             }),
         }
     }
@@ -233,9 +343,9 @@ impl Settle {
             return Ok(Value::Nil);
         };
         let limit = job.client.config().release_timeout;
-        let attempt = run_idempotent(&job.client, &job.call, job.since);
+        let attempt = job.run();
         match tokio::time::timeout(limit, attempt).await {
-            Ok(Ok((value, _))) => Ok(value),
+            Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 if retriable(&err) {
                     drop(Settle { job: Some(job) });
@@ -250,15 +360,25 @@ impl Settle {
     }
 }
 
+impl Job {
+    async fn run(&self) -> Result<Value> {
+        match self.until {
+            Until::Window(since) => run_idempotent(&self.client, &self.call, since)
+                .await
+                .map(|(value, _)| value),
+            Until::Applied { .. } => run_until_applied(&self.client, &self.call)
+                .await
+                .map(|(value, _)| value),
+        }
+    }
+}
+
 impl Drop for Settle {
     fn drop(&mut self) {
         if let Some(job) = self.job.take() {
             let client = job.client.clone();
-            client.spawn_background(async move {
-                run_idempotent(&job.client, &job.call, job.since)
-                    .await
-                    .map(|_| ())
-            });
+            // The job (and a release's ticket) lives until the background task ends.
+            client.spawn_background(async move { job.run().await.map(|_| ()) });
         }
     }
 }

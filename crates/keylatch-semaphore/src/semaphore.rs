@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use keylatch_core::{AcquireOptions, Attempt, Error, Result, lease_millis, validate_lease};
 use keylatch_redis::redis::{self, Value};
-use keylatch_redis::{Client, WakeMode, prefixed, wait_for};
+use keylatch_redis::{Client, ScriptCall, WakeMode, prefixed, wait_for};
 use tokio::time::Instant;
 
 use crate::lock::SemaphoreLock;
@@ -35,10 +35,19 @@ use crate::semaphore_permit::SemaphorePermit;
 ///   short-lived key `{name}:req:<uuid>`), so a release or `add_permits` whose reply was lost
 ///   is retried without applying twice, and an acquire whose reply was lost (or whose future
 ///   was dropped in flight) is undone: its permits are given back if it ran, and it takes
-///   nothing if it arrives late. What stays unknown: if the server cannot be reached for
-///   longer than the *request window* (the settle window (`Config::settle_window`, 30 s by default)) after a
-///   lost reply, the outcome stays unknown (a warning is logged): up to the permits of that one
-///   call may be lost, never doubled.
+///   nothing if it arrives late.
+/// - **Releases outlive outages**: a release (by [`release`](Semaphore::release), or of a
+///   dropped [`SemaphorePermit`]) is retried until the server answers, for as long as the
+///   client lives, however long the server is unreachable; [`Client::shutdown`] lists those
+///   it could not finish ([`Error::ShutdownUnfinished`]). The marker lives for the *request
+///   window* (the settle window, `Config::settle_window`, 30 s by default) counted from when
+///   the server applied the release, so a retry that reaches the server within that window of
+///   the attempt it applied does nothing. The one case left: the server applies a release,
+///   its reply is lost, and the server then stays unreachable for longer than the request
+///   window: the retry finds no marker and gives the permits back a second time.
+/// - **Other calls** (`add_permits`, `try_set_permits`, `drain_permits`) are retried within
+///   the request window of their first attempt: past it, their outcome stays unknown (a
+///   warning is logged), applied at most once.
 ///
 /// Layout (Redisson's): string `name` = available permits, no TTL; channel
 /// `redisson_sc:{name}`, message = the new count. keylatch adds the request markers, each with
@@ -215,35 +224,50 @@ impl Semaphore {
 
     /// Gives back `permits` permits, whoever took them, and wakes the waiters.
     ///
+    /// A lost reply, a failed connection or an unreachable server is retried, with back-off,
+    /// until the server answers, for as long as the client lives; the release applies once
+    /// (see [`Semaphore`] for the one exception). The call waits for it at most
+    /// [`Config::release_timeout`](keylatch_redis::Config::release_timeout); after that it
+    /// returns [`Error::Timeout`] and the release goes on in the background.
+    /// [`Client::shutdown`](keylatch_redis::Client::shutdown) reports it
+    /// ([`Error::ShutdownUnfinished`]) if it is still unconfirmed then.
+    ///
     /// # Errors
     /// [`Error::InvalidName`]; [`Error::InvalidPermits`] for 0, more than [`MAX_PERMITS`], or
-    /// a count that would exceed [`MAX_PERMITS`] (nothing changed); [`Error::WrongType`],
-    /// Redis errors. A lost reply is retried (the release applies once); if the server stays
-    /// unreachable past the request window the error is returned and the outcome is unknown.
+    /// a count that would exceed [`MAX_PERMITS`] (nothing changed); [`Error::WrongType`];
+    /// [`Error::Timeout`] when the server did not confirm it within the release timeout (it
+    /// goes on in the background); [`Error::Closed`]; other Redis errors.
     ///
     /// # Cancel safety
     /// Once polled, the release applies exactly once even if the future is dropped (it is
-    /// finished in the background).
+    /// finished in the background, as after the release timeout).
     pub async fn release(&self, permits: u32) -> Result<()> {
         self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
-        self.add(i64::from(permits)).await
+        let requests = &self.shared.requests;
+        let call = self.add_call(i64::from(permits));
+        let reply = requests.release_marked(call, u64::from(permits)).await?;
+        add_reply(&reply)
     }
 
-    pub(crate) async fn add(&self, delta: i64) -> Result<()> {
-        let requests = &self.shared.requests;
-        let call = ADD
-            .call()
+    /// The `ADD` call for `delta`, without its marker.
+    fn add_call(&self, delta: i64) -> ScriptCall {
+        ADD.call()
             .key(self.name())
             .key(self.channel())
             .arg(delta)
-            .arg(requests.window_ms())
-            .arg(MAX_PERMITS);
-        match requests.apply_marked(call, |r| *r == Value::Int(1)).await? {
-            Value::Int(1) => Ok(()),
-            Value::Int(code @ (-1 | -2)) => Err(refused(code)),
-            _ => Err(unexpected("semaphore_add")),
-        }
+            .arg(self.shared.requests.window_ms())
+            .arg(MAX_PERMITS)
+    }
+
+    async fn add(&self, delta: i64) -> Result<()> {
+        let call = self.add_call(delta);
+        let reply = self
+            .shared
+            .requests
+            .apply_marked(call, |r| *r == Value::Int(1))
+            .await?;
+        add_reply(&reply)
     }
 
     /// The number of permits available now (a negative count, which Redisson's `addPermits`
@@ -452,6 +476,15 @@ pub(crate) fn wake_mode(permits: u32) -> WakeMode {
         WakeMode::Counted
     } else {
         WakeMode::All
+    }
+}
+
+/// The outcome of an `ADD` reply.
+fn add_reply(reply: &Value) -> Result<()> {
+    match reply {
+        Value::Int(1) => Ok(()),
+        Value::Int(code @ (-1 | -2)) => Err(refused(*code)),
+        _ => Err(unexpected("semaphore_add")),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `SemaphorePermit`: permits of a plain [`Semaphore`](crate::Semaphore), given back on drop.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,7 +11,7 @@ use keylatch_core::{
 use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
-use crate::request::{MAX_PERMITS, refused, run_idempotent, with_keys};
+use crate::request::{MAX_PERMITS, refused, run_until_applied, with_keys};
 use crate::scripts::ADD;
 use crate::semaphore::{Shared, unexpected};
 
@@ -19,7 +19,11 @@ use crate::semaphore::{Shared, unexpected};
 /// back when the permit is [released](SemaphorePermit::release) or dropped.
 ///
 /// - [`release`](SemaphorePermit::release) gives them back and reports errors; dropping the
-///   permit gives them back in the background (exactly once, even after a lost reply).
+///   permit gives them back in the background (exactly once, even after a lost reply). A
+///   release the server does not confirm is retried until it does, for as long as the client
+///   lives, however long it is unreachable (see [`Semaphore`](crate::Semaphore) for the one
+///   case this can give them back twice); [`Client::shutdown`](keylatch_redis::Client::shutdown)
+///   lists those still unconfirmed when it gives up.
 /// - [`forget`](SemaphorePermit::forget) keeps them taken, for a deliberate hand-over: whoever
 ///   takes over gives them back with [`Semaphore::release`](crate::Semaphore::release).
 /// - With a lease (`acquire_with_lease`, `try_acquire_for(.., Some(lease))`) this process
@@ -52,7 +56,6 @@ impl SemaphorePermit {
             marker: shared.requests.marker(),
             done: AtomicBool::new(false),
             timer: Mutex::new(None),
-            first_sent: OnceLock::new(),
         });
         // The hold is registered so that `lost`, the client's counters and its shutdown see
         // it; nothing renews it (the permits have no expiry on the server).
@@ -113,7 +116,10 @@ impl SemaphorePermit {
     ///
     /// # Errors
     /// [`Error::NotHeld`] when a lease had already given them back (nothing changed);
-    /// [`Error::Closed`] after the client's shutdown (which gave them back); Redis errors.
+    /// [`Error::Closed`] after the client's shutdown (which gave them back);
+    /// [`Error::Timeout`] when the server did not confirm the release within
+    /// [`Config::release_timeout`](keylatch_redis::Config::release_timeout) (it goes on in the
+    /// background until it does); Redis errors.
     ///
     /// # Cancel safety
     /// A lost reply, or a future dropped before it, is settled by sending the release again
@@ -148,8 +154,6 @@ struct PermitRelease {
     marker: String,
     done: AtomicBool,
     timer: Mutex<Option<tokio::task::AbortHandle>>,
-    /// When the release was first sent: retries must reach the server within its window.
-    first_sent: OnceLock<Instant>,
 }
 
 impl PermitRelease {
@@ -160,14 +164,19 @@ impl PermitRelease {
             tokio::time::sleep(lease).await;
             if !me.done.swap(true, Ordering::AcqRel) {
                 let client = me.shared.client.clone();
-                client.spawn_background(async move { me.send(true).await });
+                client.spawn_background(async move { me.send().await });
             }
         });
         *self.timer.lock().expect("timer lock") = Some(task.abort_handle());
     }
 
-    /// Sends the release; `retry` retries transient failures within the request window.
-    async fn send(&self, retry: bool) -> Result<()> {
+    /// Sends the release, listed with the client until it ends, and retries transient failures
+    /// until the server answers, while the client lives (the marker is counted from when the
+    /// server applied the release, so a retry of one it applied does nothing). Its caller
+    /// bounds the wait: the guard's unlock by the release timeout, then the background.
+    async fn send(&self) -> Result<()> {
+        let client = &self.shared.client;
+        let _ticket = client.track_release(&self.shared.name, u64::from(self.permits));
         let requests = &self.shared.requests;
         let settled = requests.take_settled();
         let call = ADD
@@ -179,12 +188,7 @@ impl PermitRelease {
             .arg(self.permits)
             .arg(requests.window_ms())
             .arg(MAX_PERMITS);
-        let since = *self.first_sent.get_or_init(Instant::now);
-        let reply = if retry {
-            run_idempotent(&self.shared.client, &call, since).await?.0
-        } else {
-            self.shared.client.eval_value(&call).await?
-        };
+        let (reply, _) = run_until_applied(client, &call).await?;
         match reply {
             Value::Int(1) => {
                 requests.settle(self.marker.clone());
@@ -214,11 +218,11 @@ impl HoldRelease for PermitRelease {
         if let Some(timer) = self.timer.lock().expect("timer lock").take() {
             timer.abort();
         }
-        self.send(false).await
+        self.send().await
     }
 
     async fn release_if_count(&self, _owner: OwnerId, _expected: u64) -> Result<()> {
         // Called after a lost reply: the same marker makes sending again safe.
-        self.send(true).await
+        self.send().await
     }
 }

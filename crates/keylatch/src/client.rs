@@ -179,8 +179,11 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Timeout`](crate::Error::Timeout) when releases were unfinished at the timeout
-    /// (their leases end them); the client is closed all the same.
+    /// [`Error::ShutdownUnfinished`](crate::Error::ShutdownUnfinished) when semaphore releases
+    /// were still unconfirmed at the timeout (the server could not be reached): it lists them,
+    /// semaphore name and permit count. [`Error::Timeout`](crate::Error::Timeout) when other
+    /// releases were unfinished at the timeout (their leases end them). The client is closed
+    /// all the same.
     ///
     /// # Cancel safety
     /// Once polled, the client is closing; dropping the future leaves the releases to the

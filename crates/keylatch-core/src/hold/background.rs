@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::hold::registry::WatchdogRegistry;
+use crate::hold::release::{PendingReleases, ReleaseTicket};
 use crate::owner::OwnerId;
 
 /// What every guard and wait of one client shares; cheap to clone.
@@ -34,6 +35,8 @@ struct Inner {
     tasks: Arc<Counter>,
     /// Acquisitions under way.
     active: Arc<Counter>,
+    /// Releases the shutdown reports when it gives up on them (semaphore releases).
+    releases: Arc<PendingReleases>,
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +95,7 @@ impl Background {
                 stopped: AtomicBool::new(false),
                 tasks: Arc::default(),
                 active: Arc::default(),
+                releases: Arc::default(),
             }),
         }
     }
@@ -140,6 +144,13 @@ impl Background {
                 }
             }
         });
+    }
+
+    /// Lists a release of `permits` permits of `name` as under way until the returned ticket
+    /// drops: if the [`shutdown`](Self::shutdown) gives up while it is, it reports it
+    /// ([`Error::ShutdownUnfinished`]).
+    pub fn track_release(&self, name: &Arc<str>, permits: u64) -> ReleaseTicket {
+        self.inner.releases.track(name, permits)
     }
 
     /// Waits until every background release and undo has finished.
@@ -211,7 +222,9 @@ impl Background {
     /// then stops starting background work. The store closes its connections after it.
     ///
     /// # Errors
-    /// [`Error::Timeout`] (`after: limit`) when something was still unfinished at `deadline`.
+    /// [`Error::ShutdownUnfinished`] when releases listed with
+    /// [`track_release`](Self::track_release) were still unconfirmed at `deadline`;
+    /// [`Error::Timeout`] (`after: limit`) when something else was still unfinished.
     pub async fn shutdown(&self, deadline: Instant, limit: Duration) -> Result<()> {
         self.inner.closing.cancel();
         // The waits in progress see the cancellation and undo what they may have taken.
@@ -223,7 +236,8 @@ impl Background {
                 for _ in 0..guards {
                     match release.release(owner).await {
                         Ok(()) | Err(Error::NotHeld { .. }) => {}
-                        Err(err) if err.is_ambiguous() => {
+                        // Not sent, or its reply lost: settled by the conditional release.
+                        Err(err) if err.is_transient() => {
                             let _ = release.release_if_count(owner, 1).await;
                         }
                         Err(err) => {
@@ -233,10 +247,23 @@ impl Background {
                     }
                 }
             });
-        let released =
-            tokio::time::timeout_at(deadline, futures_util::future::join_all(work)).await;
+        let work = futures_util::future::join_all(work);
+        tokio::pin!(work);
+        let released = tokio::time::timeout_at(deadline, work.as_mut()).await;
         let idle = tokio::time::timeout_at(deadline, self.inner.tasks.idle()).await;
+        // Read before anything under way is dropped (each release is listed until it ends).
+        let unfinished = self.inner.releases.snapshot();
         self.inner.stopped.store(true, Ordering::Release);
+        if !unfinished.is_empty() {
+            tracing::warn!(target: "keylatch::client",
+                releases = %crate::hold::release::list(&unfinished),
+                "shutdown: semaphore releases the server did not confirm in time"
+            );
+            return Err(Error::ShutdownUnfinished {
+                after: limit,
+                releases: unfinished,
+            });
+        }
         if quiet.is_err() || released.is_err() || idle.is_err() {
             return Err(Error::Timeout { after: limit });
         }

@@ -143,7 +143,9 @@ impl LockGuard {
     /// [`Timeout`](crate::Error::Timeout) when the release was not settled within
     /// the client's release timeout (`Config::release_timeout`; the server did not answer):
     /// it goes on in the background, retried until it is known applied or the settle window
-    /// passes, and the lease ends the hold at the latest.
+    /// passes, and the lease ends the hold at the latest. A semaphore's release is retried
+    /// until it is known applied for as long as the client lives (its permits may have no
+    /// lease), and [`Client::shutdown`] reports it if it is still unconfirmed then.
     ///
     /// # Cancel safety
     /// The watchdog stops renewing at once. If the reply is lost, the release is settled with a

@@ -1,7 +1,10 @@
 //! How a primitive releases one hold: the trait the guard, the undo and the client's shutdown
-//! call.
+//! call; and the releases under way that the shutdown reports when it cannot finish them.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -37,4 +40,111 @@ pub trait HoldRelease: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// Redis errors.
     async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()>;
+}
+
+/// A release that had not been applied when [`Client::shutdown`](crate::Client::shutdown) gave
+/// up: the server could not be reached in time. Listed by
+/// [`Error::ShutdownUnfinished`](crate::Error::ShutdownUnfinished).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct UnfinishedRelease {
+    /// The semaphore's name.
+    pub name: String,
+    /// How many permits the release was to give back (for a permit-expirable semaphore, how
+    /// many permit ids; their leases end them at the latest).
+    pub permits: u64,
+}
+
+impl fmt::Display for UnfinishedRelease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} permit(s) of '{}'", self.permits, self.name)
+    }
+}
+
+/// The releases under way of one client, for its shutdown to report what it could not finish.
+#[derive(Debug, Default)]
+pub(crate) struct PendingReleases {
+    next: AtomicU64,
+    entries: Mutex<HashMap<u64, (Arc<str>, u64)>>,
+}
+
+impl PendingReleases {
+    pub(crate) fn track(self: &Arc<Self>, name: &Arc<str>, permits: u64) -> ReleaseTicket {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, (name.clone(), permits));
+        ReleaseTicket {
+            registry: self.clone(),
+            id,
+        }
+    }
+
+    /// The releases under way now, sorted.
+    pub(crate) fn snapshot(&self) -> Vec<UnfinishedRelease> {
+        let mut releases: Vec<UnfinishedRelease> = self
+            .lock()
+            .values()
+            .map(|(name, permits)| UnfinishedRelease {
+                name: name.to_string(),
+                permits: *permits,
+            })
+            .collect();
+        releases.sort();
+        releases
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Arc<str>, u64)>> {
+        // A panic elsewhere cannot leave the map half-updated (each change is one call).
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A release under way, listed by the client's shutdown until this is dropped (see
+/// [`Client::track_release`](crate::Client::track_release)).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct ReleaseTicket {
+    registry: Arc<PendingReleases>,
+    id: u64,
+}
+
+impl Drop for ReleaseTicket {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.id);
+    }
+}
+
+/// The releases, for a message: `1 permit(s) of 'a', 2 permit(s) of 'b'`.
+pub(crate) fn list(releases: &[UnfinishedRelease]) -> String {
+    releases
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_are_listed_until_their_ticket_drops() {
+        let pending = Arc::new(PendingReleases::default());
+        let b: Arc<str> = Arc::from("b");
+        let a: Arc<str> = Arc::from("a");
+        let first = pending.track(&b, 2);
+        let second = pending.track(&a, 1);
+        let third = pending.track(&a, 3);
+        let listed = pending.snapshot();
+        assert_eq!(
+            list(&listed),
+            "1 permit(s) of 'a', 3 permit(s) of 'a', 2 permit(s) of 'b'"
+        );
+        drop(second);
+        drop(first);
+        assert_eq!(list(&pending.snapshot()), "3 permit(s) of 'a'");
+        drop(third);
+        assert!(pending.snapshot().is_empty());
+    }
 }

@@ -1,12 +1,14 @@
 -- keylatch semaphore: release permits, or add (or remove) permits.
 -- KEYS[1] the permit count, KEYS[2] the wake-up channel, KEYS[3] this request's marker,
 -- KEYS[4..] markers of requests whose replies were seen (deleted when the count changes)
--- ARGV[1] the change (negative removes permits), ARGV[2] the marker's ttl in ms,
--- ARGV[3] the largest count allowed
+-- ARGV[1] the change (negative removes permits), ARGV[2] the marker's ttl in ms, counted from
+-- now (when the server applies the request, not when the client sent it), ARGV[3] the largest
+-- count allowed
 -- Returns 1 when applied (and publishes the new count when it grew); 1 again, without applying
--- anything, for a request already applied (so retries after a lost reply are idempotent);
+-- anything, for a request already applied (so retries after a lost reply are idempotent: the
+-- retry sets the marker's ttl again, so it lives ARGV[2] past the last attempt that arrived);
 -- -1 when the count would exceed ARGV[3], -2 when it would fall below zero (nothing changed).
-if redis.call('exists', KEYS[3]) == 1 then
+if redis.call('pexpire', KEYS[3], ARGV[2]) == 1 then
   return 1
 end
 local value = redis.call('get', KEYS[1])
