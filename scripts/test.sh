@@ -69,6 +69,9 @@ fi
 step "format check (cargo fmt --all -- --check)"
 cargo fmt --all -- --check
 
+step "layers (scripts/check-layers.py: no import circles, crates depend only on lower layers, the core on no store library)"
+python3 "$ROOT/scripts/check-layers.py"
+
 step "lint (cargo clippy --workspace --all-targets --locked -- -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -216,13 +216,13 @@ pub enum Error {
     #[error(
         "the shutdown gave up after {after:?} with {} release(s) unconfirmed: {}",
         releases.len(),
-        crate::hold::release::list(releases)
+        list(releases)
     )]
     ShutdownUnfinished {
         /// The configured shutdown timeout.
         after: Duration,
         /// The releases not confirmed, sorted by name.
-        releases: Vec<crate::hold::release::UnfinishedRelease>,
+        releases: Vec<UnfinishedRelease>,
     },
     /// Replica acknowledgement (`Config::replicas`): fewer replicas
     /// than asked for confirmed the acquisition within
@@ -278,6 +278,34 @@ impl Error {
                 Error::Connect { .. } | Error::ReadOnly(_) | Error::ClusterUnavailable(_)
             )
     }
+}
+
+/// A release that had not been applied when a client's shutdown gave
+/// up: the server could not be reached in time. Listed by
+/// [`Error::ShutdownUnfinished`](crate::Error::ShutdownUnfinished).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct UnfinishedRelease {
+    /// The semaphore's name.
+    pub name: String,
+    /// How many permits the release was to give back (for a permit-expirable semaphore, how
+    /// many permit ids; their leases end them at the latest).
+    pub permits: u64,
+}
+
+impl std::fmt::Display for UnfinishedRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} permit(s) of '{}'", self.permits, self.name)
+    }
+}
+
+/// The releases, for a message: `1 permit(s) of 'a', 2 permit(s) of 'b'`.
+pub(crate) fn list(releases: &[UnfinishedRelease]) -> String {
+    releases
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// An error of a store's client library (redis-rs, zookeeper-client), kept as the source of

@@ -42,6 +42,7 @@ mod hub;
 mod keys;
 mod renewal;
 mod script;
+mod tls;
 mod topology;
 mod transport;
 mod wait;
@@ -55,7 +56,7 @@ pub use hub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
 pub use keys::{prefixed, suffixed, validate_name, validate_name_with};
 pub use renewal::{RENEW_HASH_HOLDS, RENEWAL_BATCH};
 pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
-pub use transport::TlsConfig;
+pub use tls::TlsConfig;
 pub use wait::{open, wait_for};
 
 /// The `deadpool-redis` crate keylatch is built on.

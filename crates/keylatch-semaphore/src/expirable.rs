@@ -10,17 +10,17 @@ use keylatch_redis::redis::Value;
 use keylatch_redis::{Client, prefixed, suffixed, wait_for};
 use tokio::time::Instant;
 
-use crate::expirable_lock::ExpirableSemaphoreLock;
+use crate::expirable_shared::Shared;
 use crate::permit::Permit;
 use crate::request::{
     MAX_PERMITS, MAX_PERMITS_PER_CALL, Requests, Settle, check_delta, check_permits, refused,
     release_once, run_idempotent,
 };
 use crate::scripts::{
-    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_LEASE, EXP_RELEASE, EXP_RENEW, EXP_SET, EXP_TRY_SET,
-    EXP_UNDO, EXP_UPDATE,
+    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_LEASE, EXP_RENEW, EXP_SET, EXP_TRY_SET, EXP_UNDO,
+    EXP_UPDATE,
 };
-use crate::semaphore::{unexpected, wake_mode};
+use crate::semaphore_shared::{unexpected, wake_mode};
 
 /// The longest permit id accepted; longer ids are unknown by construction.
 const MAX_ID_LEN: usize = 256;
@@ -94,31 +94,6 @@ pub struct PermitExpirableSemaphore {
     recreate: u32,
 }
 
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) client: Client,
-    pub(crate) name: Arc<str>,
-    pub(crate) timeout_key: Arc<str>,
-    pub(crate) total_key: Arc<str>,
-    pub(crate) channel: Arc<str>,
-    requests: Requests,
-}
-
-impl Shared {
-    /// The release script for `ids`: idempotent.
-    pub(crate) fn release_call(&self, ids: &[impl AsRef<str>]) -> keylatch_redis::ScriptCall {
-        let mut call = EXP_RELEASE
-            .call()
-            .key(&*self.name)
-            .key(&*self.timeout_key)
-            .key(&*self.channel);
-        for id in ids {
-            call = call.arg(id.as_ref());
-        }
-        call
-    }
-}
-
 impl PermitExpirableSemaphore {
     /// A handle on the permit-expirable semaphore `name`. Nothing is sent to Redis; a bad name
     /// is reported by the first operation ([`Error::InvalidName`]).
@@ -171,12 +146,6 @@ impl PermitExpirableSemaphore {
     /// [`add_permits`](PermitExpirableSemaphore::add_permits) delete it.
     pub fn total_key(&self) -> &str {
         &self.shared.total_key
-    }
-
-    /// The guard form: a [`DistributedLock`](keylatch_core::DistributedLock) whose lock takes
-    /// one permit.
-    pub fn as_lock(&self) -> ExpirableSemaphoreLock {
-        ExpirableSemaphoreLock::from_semaphore(self.clone())
     }
 
     /// Sets the total (and the available count) to `permits` if the semaphore does not exist

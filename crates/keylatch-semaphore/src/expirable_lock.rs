@@ -23,6 +23,14 @@ pub struct ExpirableSemaphoreLock {
     semaphore: PermitExpirableSemaphore,
 }
 
+impl PermitExpirableSemaphore {
+    /// The guard form: a [`DistributedLock`](keylatch_core::DistributedLock) whose lock takes
+    /// one permit.
+    pub fn as_lock(&self) -> ExpirableSemaphoreLock {
+        ExpirableSemaphoreLock::from_semaphore(self.clone())
+    }
+}
+
 impl ExpirableSemaphoreLock {
     /// The guard form of the permit-expirable semaphore `name` (as
     /// [`PermitExpirableSemaphore::as_lock`]).

@@ -40,12 +40,14 @@
 
 mod expirable;
 mod expirable_lock;
+mod expirable_shared;
 mod lock;
 mod permit;
 mod request;
 mod scripts;
 mod semaphore;
 mod semaphore_permit;
+mod semaphore_shared;
 
 pub use expirable::PermitExpirableSemaphore;
 pub use expirable_lock::ExpirableSemaphoreLock;

@@ -41,6 +41,14 @@ pub struct SemaphoreLock {
     semaphore: Semaphore,
 }
 
+impl Semaphore {
+    /// The guard form: a [`DistributedLock`](keylatch_core::DistributedLock) whose lock takes
+    /// one permit and whose guard gives it back on unlock or drop.
+    pub fn as_lock(&self) -> SemaphoreLock {
+        SemaphoreLock::from_semaphore(self.clone())
+    }
+}
+
 impl SemaphoreLock {
     /// The guard form of the semaphore `name` (as [`Semaphore::as_lock`]).
     pub fn new(client: &Client, name: &str) -> SemaphoreLock {

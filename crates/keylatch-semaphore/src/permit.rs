@@ -9,9 +9,9 @@ use keylatch_core::{Error, HoldKey, HoldRelease, LockGuard, OwnerId, Renewal, Re
 use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
-use crate::expirable::Shared;
+use crate::expirable_shared::Shared;
 use crate::request::run_until_applied;
-use crate::semaphore::unexpected;
+use crate::semaphore_shared::unexpected;
 
 /// One permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), held by
 /// this process: its id, its lease, and the release.

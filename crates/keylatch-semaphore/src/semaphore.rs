@@ -5,16 +5,16 @@ use std::time::Duration;
 
 use keylatch_core::{AcquireOptions, Attempt, Error, Result, lease_millis, validate_lease};
 use keylatch_redis::redis::{self, Value};
-use keylatch_redis::{Client, ScriptCall, WakeMode, prefixed, wait_for};
+use keylatch_redis::{Client, ScriptCall, prefixed, wait_for};
 use tokio::time::Instant;
 
-use crate::lock::SemaphoreLock;
 use crate::request::{
     MAX_PERMITS, Requests, Settle, check_delta, check_permits, parse_count, refused,
     run_idempotent, with_keys,
 };
 use crate::scripts::{ACQUIRE, ADD, DRAIN, SET, TRY_SET, UNDO_ACQUIRE};
 use crate::semaphore_permit::SemaphorePermit;
+use crate::semaphore_shared::{Shared, unexpected, wake_mode};
 
 /// A counting semaphore shared by every process using the name, compatible with Redisson's
 /// `RSemaphore`.
@@ -76,14 +76,6 @@ pub struct Semaphore {
     recreate: u32,
 }
 
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) client: Client,
-    pub(crate) name: Arc<str>,
-    pub(crate) channel: Arc<str>,
-    pub(crate) requests: Requests,
-}
-
 impl Semaphore {
     /// A handle on the semaphore `name`. Nothing is sent to Redis; a bad name is reported by
     /// the first operation ([`Error::InvalidName`]).
@@ -121,12 +113,6 @@ impl Semaphore {
     /// The wake-up channel, `redisson_sc:{name}`.
     pub fn channel(&self) -> &str {
         &self.shared.channel
-    }
-
-    /// The guard form: a [`DistributedLock`](keylatch_core::DistributedLock) whose lock takes
-    /// one permit and whose guard gives it back on unlock or drop.
-    pub fn as_lock(&self) -> SemaphoreLock {
-        SemaphoreLock::from_semaphore(self.clone())
     }
 
     /// Sets the number of available permits to `permits` if the semaphore has no count yet.
@@ -465,20 +451,6 @@ impl Semaphore {
     }
 }
 
-/// How a waiter for `permits` permits is woken. Each message carries the count now available,
-/// so waiters for one permit are woken as many as the count allows (a release of one permit
-/// wakes one waiter, not all of them; the others keep sleeping instead of running their acquire
-/// script for nothing). A counted wake-up that reached a waiter for several permits could be
-/// wasted on it while a waiter for one sleeps on, so such a waiter asks for every message to
-/// wake everyone, as long as it waits.
-pub(crate) fn wake_mode(permits: u32) -> WakeMode {
-    if permits == 1 {
-        WakeMode::Counted
-    } else {
-        WakeMode::All
-    }
-}
-
 /// The outcome of an `ADD` reply.
 fn add_reply(reply: &Value) -> Result<()> {
     match reply {
@@ -486,8 +458,4 @@ fn add_reply(reply: &Value) -> Result<()> {
         Value::Int(code @ (-1 | -2)) => Err(refused(*code)),
         _ => Err(unexpected("semaphore_add")),
     }
-}
-
-pub(crate) fn unexpected(what: &'static str) -> Error {
-    Error::UnexpectedReply { what }
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::request::{MAX_PERMITS, refused, run_until_applied, with_keys};
 use crate::scripts::ADD;
-use crate::semaphore::{Shared, unexpected};
+use crate::semaphore_shared::{Shared, unexpected};
 
 /// Permits taken from a [`Semaphore`](crate::Semaphore), as tokio's `SemaphorePermit`: they go
 /// back when the permit is [released](SemaphorePermit::release) or dropped.

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::resp::{self, Reply, Target};
 use crate::support::{
-    CLUSTER_BUS_OFFSET, clear_data_files, file_len, make_temp_dir, release_port,
-    reserve_free_cluster_port, reserve_free_port, tail,
+    CLUSTER_BUS_OFFSET, LOG_FILE, STDIO_FILE, clear_data_files, file_len, make_temp_dir,
+    release_port, reserve_free_cluster_port, reserve_free_port, tail,
 };
 use crate::tls::{ClientAuth, TlsFiles, write_secret};
 use crate::{REDIS_SERVER_BIN, find_on_path};
@@ -23,10 +23,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 const START_ATTEMPTS: usize = 5;
 /// Tries (200 ms apart) to re-bind the old port in [`RedisServer::restart`].
 const RESTART_ATTEMPTS: usize = 25;
-/// The server's log file, in its directory.
-pub(crate) const LOG_FILE: &str = "redis.log";
-/// Where the server's stdout and stderr go (config errors show up here).
-pub(crate) const STDIO_FILE: &str = "redis.stdio.log";
 /// Read timeout for [`RedisServer::cli`]; generous so `DEBUG SLEEP` etc. work.
 const CLI_IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// The configuration file written to the server's directory when there are settings

@@ -7,7 +7,10 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::server::{LOG_FILE, STDIO_FILE};
+/// The server's log file, in its directory.
+pub(crate) const LOG_FILE: &str = "redis.log";
+/// Where the server's stdout and stderr go (config errors show up here).
+pub(crate) const STDIO_FILE: &str = "redis.stdio.log";
 
 /// Lines of each log quoted in startup errors.
 const LOG_TAIL_LINES: usize = 20;

@@ -256,7 +256,7 @@ impl Background {
         self.inner.stopped.store(true, Ordering::Release);
         if !unfinished.is_empty() {
             tracing::warn!(target: "keylatch::client",
-                releases = %crate::hold::release::list(&unfinished),
+                releases = %crate::error::list(&unfinished),
                 "shutdown: semaphore releases the server did not confirm in time"
             );
             return Err(Error::ShutdownUnfinished {

@@ -19,4 +19,4 @@ pub use registry::{
     HoldHandle, HoldKey, HoldState, HoldWatch, PendingWork, RenewWith, Renewal, RenewalGroup,
     RenewalOutcome, WatchdogRegistry, WatchdogStats, WeakRegistry,
 };
-pub use release::{HoldRelease, ReleaseTicket, UnfinishedRelease};
+pub use release::{HoldRelease, ReleaseTicket};

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use crate::error::{Result, UnfinishedRelease};
 use crate::owner::OwnerId;
 
 /// How a primitive releases one hold. Implemented by each primitive for its guards.
@@ -40,25 +40,6 @@ pub trait HoldRelease: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// Redis errors.
     async fn release_if_count(&self, owner: OwnerId, expected: u64) -> Result<()>;
-}
-
-/// A release that had not been applied when [`Client::shutdown`](crate::Client::shutdown) gave
-/// up: the server could not be reached in time. Listed by
-/// [`Error::ShutdownUnfinished`](crate::Error::ShutdownUnfinished).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub struct UnfinishedRelease {
-    /// The semaphore's name.
-    pub name: String,
-    /// How many permits the release was to give back (for a permit-expirable semaphore, how
-    /// many permit ids; their leases end them at the latest).
-    pub permits: u64,
-}
-
-impl fmt::Display for UnfinishedRelease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} permit(s) of '{}'", self.permits, self.name)
-    }
 }
 
 /// The releases under way of one client, for its shutdown to report what it could not finish.
@@ -101,7 +82,7 @@ impl PendingReleases {
 }
 
 /// A release under way, listed by the client's shutdown until this is dropped (see
-/// [`Client::track_release`](crate::Client::track_release)).
+/// [`Background::track_release`](crate::Background::track_release)).
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct ReleaseTicket {
@@ -115,18 +96,10 @@ impl Drop for ReleaseTicket {
     }
 }
 
-/// The releases, for a message: `1 permit(s) of 'a', 2 permit(s) of 'b'`.
-pub(crate) fn list(releases: &[UnfinishedRelease]) -> String {
-    releases
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::list;
 
     #[test]
     fn releases_are_listed_until_their_ticket_drops() {
