@@ -46,3 +46,26 @@ async fn with_settings_leave_the_original_handle_unchanged() {
     assert!(guard.fencing_token().is_some());
     guard.unlock().await.unwrap();
 }
+
+/// The handles README.md says implement `DistributedLock` (this fails to build if one does not).
+#[test]
+fn the_documented_handles_implement_the_trait() {
+    fn implements<T: keylatch::DistributedLock>() {}
+    implements::<keylatch::ReentrantLock>();
+    implements::<keylatch::FairLock>();
+    implements::<keylatch::ReadLock>();
+    implements::<keylatch::WriteLock>();
+    implements::<keylatch::SemaphoreLock>();
+    implements::<keylatch::ExpirableSemaphoreLock>();
+    let readme = include_str!("../../README.md");
+    for name in [
+        "ReentrantLock",
+        "FairLock",
+        "ReadLock",
+        "WriteLock",
+        "SemaphoreLock",
+        "ExpirableSemaphoreLock",
+    ] {
+        assert!(readme.contains(&format!("`{name}`")), "README lists {name}");
+    }
+}

@@ -190,6 +190,52 @@ async fn a_release_applied_late_is_not_applied_again_by_its_retries() {
     );
 }
 
+/// The server applies a release and its reply is lost; then the client is cut off for four
+/// settle windows, so no retry reaches the server meanwhile. The retry after the outage finds
+/// the release's marker (a release's marker outlives any settle window) and applies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_reply_was_lost_before_a_long_outage_is_applied_once() {
+    let server = server();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let client = client_at(proxy.url()).await;
+    let mut conn = raw(&server).await;
+    let name = unique("sem-lost-then-cut");
+    let semaphore = client.semaphore(&name);
+    assert!(semaphore.try_set_permits(2).await.unwrap());
+    assert_eq!(semaphore.acquire().await.unwrap().forget(), 1);
+
+    // The release reaches the server and is applied; its reply never comes back.
+    proxy.set(Fault::DropReplies);
+    let release = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.release(1).await }
+    });
+    let applied = Instant::now();
+    while count(&mut conn, &name).await != 2 {
+        assert!(
+            applied.elapsed() < Duration::from_secs(5),
+            "the release never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Then nothing passes for four settle windows: no retry renews the marker.
+    cut(&proxy, Fault::Blackhole).await;
+    tokio::time::sleep(WINDOW * 4).await;
+    heal(&proxy);
+    let outcome = release.await.unwrap();
+    assert!(
+        matches!(outcome, Err(Error::Timeout { .. })),
+        "the call gave up waiting and left the release to the background: {outcome:?}"
+    );
+    settled(&client).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        count(&mut conn, &name).await,
+        2,
+        "the release was applied exactly once"
+    );
+}
+
 /// A shutdown while the server is still unreachable, two settle windows after the releases
 /// were made, lists them (semaphore name, permit count) in its error; nothing sends them
 /// after it.

@@ -67,14 +67,15 @@ async fn plain_layout_and_messages_are_redissons() {
     assert_eq!(conn.get::<_, String>(&name).await.unwrap(), "0");
     assert!(!semaphore.try_take(1).await.unwrap());
 
-    // Request markers: `{name}:req:<32 hex>`, each with a TTL of the request window.
+    // Request markers: `{name}:req:<32 hex>`, each with a TTL of the request window (a
+    // release's: an hour, deleted once its reply is seen).
     let markers: Vec<String> = conn.keys(format!("{{{name}}}:req:*")).await.unwrap();
     assert!(!markers.is_empty());
     for marker in &markers {
         let id = marker.rsplit(':').next().unwrap();
         assert_eq!(id.len(), 32, "{marker}");
         let pttl: i64 = conn.pttl(marker).await.unwrap();
-        assert!((1..=30_000).contains(&pttl), "{marker}: pttl {pttl}");
+        assert!((1..=3_600_000).contains(&pttl), "{marker}: pttl {pttl}");
     }
     // Settled markers are deleted by later calls through the same handle, in batches once 8
     // have gathered: they never pile up.
@@ -88,6 +89,21 @@ async fn plain_layout_and_messages_are_redissons() {
         markers.len()
     );
     assert!(markers.len() <= 10, "{} markers pile up", markers.len());
+    // A release's marker lives an hour, so it is deleted soon after its reply is seen.
+    let releases_settled = keylatch_tests::eventually(Duration::from_secs(5), || async {
+        let mut conn = raw(&server).await;
+        let markers: Vec<String> = conn.keys(format!("{{{name}}}:req:*")).await.unwrap();
+        let mut long_lived = 0;
+        for marker in &markers {
+            let pttl: i64 = conn.pttl(marker).await.unwrap();
+            if pttl > 30_000 {
+                long_lived += 1;
+            }
+        }
+        long_lived == 0
+    })
+    .await;
+    assert!(releases_settled, "a release's marker was left for its hour");
 
     // A count written by someone else (Redisson's `trySetPermits`) is used as is.
     let _: () = conn.set(&name, 2).await.unwrap();

@@ -522,7 +522,7 @@ impl PermitExpirableSemaphore {
             return Ok(false);
         }
         let call = self.shared.release_call(&[id]);
-        match release_once(&self.shared.client, call, &self.shared.name, 1).await? {
+        match release_once(&self.shared.client, call, &self.shared.name, 1, None).await? {
             (Value::Int(1), _) => Ok(true),
             // An earlier attempt whose reply was lost may have released it.
             (Value::Int(0), attempts) => Ok(attempts > 1),
@@ -558,7 +558,7 @@ impl PermitExpirableSemaphore {
         }
         let call = self.shared.release_call(&ids);
         let permits = ids.len() as u64;
-        match release_once(&self.shared.client, call, &self.shared.name, permits).await? {
+        match release_once(&self.shared.client, call, &self.shared.name, permits, None).await? {
             (Value::Int(released), _) => Ok(u64::try_from(released).unwrap_or(0)),
             _ => Err(unexpected("expirable_semaphore_release")),
         }

@@ -18,11 +18,17 @@
 //! its shutdown reports it if it gives up first. The other calls are retried within the request
 //! window of their first attempt ([`run_idempotent`]).
 //!
-//! Once a reply has been seen the marker is no longer needed: it is queued on the handle, and
-//! once a few have gathered the next call through the same handle that changes the count
-//! deletes them with one `DEL` (the others expire).
+//! A release's marker lives far longer ([`RELEASE_MARKER_LIFE`], an hour): the release is
+//! retried until the server answers, and the server may have applied it (its reply lost) just
+//! before an outage of any length, so a marker that lived only the request window could be
+//! gone when the retry arrives, which would give the permits back twice.
+//!
+//! Once a reply has been seen the marker is no longer needed: it is queued for its semaphore
+//! name on the client (shared by every handle of that name, so a handle made per call leaves
+//! nothing behind), and once a few have gathered the next call that changes the count deletes
+//! them with one `DEL` (the others expire).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,15 +49,120 @@ pub const MAX_PERMITS_PER_CALL: u32 = 1000;
 const SETTLED_BATCH: usize = 16;
 /// How many settled markers gather before a call deletes them, so that most calls send none.
 const SETTLED_MIN: usize = 8;
-/// How many settled markers a handle remembers; older ones are left to expire.
+/// How many settled markers a semaphore name's queue remembers; older ones are left to expire.
 const SETTLED_CAP: usize = 4096;
+/// How many semaphore names' queues of settled markers a process keeps; past it the least
+/// recently made is dropped (its markers expire).
+const SETTLED_NAMES: usize = 10_000;
+/// How long a release's marker lives once the server applied the release (at least the
+/// request window): a release whose reply was lost is retried until the server answers, and
+/// a retry that arrives within this finds the marker and applies nothing.
+pub(crate) const RELEASE_MARKER_LIFE: Duration = Duration::from_secs(3600);
+
+/// How long after a release's reply its marker waits for a call to take it along before a
+/// background `DEL` removes it (with the others gathered meanwhile).
+const FLUSH_DELAY: Duration = Duration::from_millis(100);
+
+/// Settled markers of one semaphore name on one client, shared by its handles.
+#[derive(Debug, Default)]
+struct SettledQueue {
+    markers: Mutex<VecDeque<String>>,
+    /// A background flush is scheduled.
+    flushing: std::sync::atomic::AtomicBool,
+}
+
+type Settled = Arc<SettledQueue>;
+type Queues = HashMap<(uuid::Uuid, Arc<str>), (u64, Settled)>;
+
+/// The settled-marker queue of `name` on the client `client`, made on first use.
+fn settled_queue(client: &Client, name: &Arc<str>) -> Settled {
+    static QUEUES: Mutex<Option<Queues>> = Mutex::new(None);
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut queues = QUEUES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let queues = queues.get_or_insert_with(HashMap::new);
+    if let Some((_, queue)) = queues.get(&(client.id(), name.clone())) {
+        return queue.clone();
+    }
+    if queues.len() >= SETTLED_NAMES
+        && let Some(oldest) = queues
+            .iter()
+            .min_by_key(|(_, (made, _))| *made)
+            .map(|(key, _)| key.clone())
+    {
+        queues.remove(&oldest);
+    }
+    let queue = Settled::default();
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    queues.insert((client.id(), name.clone()), (made, queue.clone()));
+    queue
+}
+
+/// A release's marker, to settle once the release's reply is seen.
+#[derive(Debug)]
+pub(crate) struct ReleaseDone {
+    client: Client,
+    queue: Settled,
+    marker: String,
+}
+
+impl ReleaseDone {
+    /// Queues the marker for deletion, and schedules a background `DEL` unless one is.
+    pub(crate) fn settle(self) {
+        let ReleaseDone {
+            client,
+            queue,
+            marker,
+        } = self;
+        {
+            let mut markers = queue.markers.lock().expect("settled lock");
+            if markers.len() >= SETTLED_CAP {
+                markers.pop_front();
+            }
+            markers.push_back(marker);
+        }
+        if queue
+            .flushing
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let background = client.clone();
+        background.spawn_background(async move {
+            tokio::time::sleep(FLUSH_DELAY).await;
+            // Settled from now on, a marker schedules a flush of its own.
+            queue
+                .flushing
+                .store(false, std::sync::atomic::Ordering::Release);
+            loop {
+                let batch: Vec<String> = {
+                    let mut markers = queue.markers.lock().expect("settled lock");
+                    let n = markers.len().min(SETTLED_BATCH);
+                    markers.drain(..n).collect()
+                };
+                let Some(first) = batch.first() else {
+                    return Ok(());
+                };
+                let mut del = keylatch_redis::redis::cmd("DEL");
+                for marker in &batch {
+                    del.arg(marker.as_str());
+                }
+                // A marker not deleted (the server could not be reached) expires.
+                if client.query::<i64>(&del, first).await.is_err() {
+                    return Ok(());
+                }
+            }
+        });
+    }
+}
 
 /// Request markers of one semaphore handle (shared by its clones).
 #[derive(Debug)]
 pub(crate) struct Requests {
     client: Client,
     name: Arc<str>,
-    settled: Mutex<VecDeque<String>>,
+    settled: Settled,
 }
 
 impl Requests {
@@ -59,7 +170,7 @@ impl Requests {
         Requests {
             client: client.clone(),
             name: name.clone(),
-            settled: Mutex::new(VecDeque::new()),
+            settled: settled_queue(client, name),
         }
     }
 
@@ -78,10 +189,15 @@ impl Requests {
         lease_millis(window(&self.client))
     }
 
+    /// How long a release's marker lives, in ms (see [`RELEASE_MARKER_LIFE`]).
+    pub(crate) fn release_window_ms(&self) -> u64 {
+        lease_millis(window(&self.client).max(RELEASE_MARKER_LIFE))
+    }
+
     /// Markers whose replies were seen, to delete with the next call: none until a few have
     /// gathered, then at most a batch.
     pub(crate) fn take_settled(&self) -> Vec<String> {
-        let mut settled = self.settled.lock().expect("settled lock");
+        let mut settled = self.settled.markers.lock().expect("settled lock");
         if settled.len() < SETTLED_MIN {
             return Vec::new();
         }
@@ -91,16 +207,33 @@ impl Requests {
 
     /// Remembers a marker whose reply was seen.
     pub(crate) fn settle(&self, marker: String) {
-        let mut settled = self.settled.lock().expect("settled lock");
+        let mut settled = self.settled.markers.lock().expect("settled lock");
         if settled.len() >= SETTLED_CAP {
             settled.pop_front();
         }
         settled.push_back(marker);
     }
 
+    /// Remembers the marker of a release whose reply was seen, and makes sure it is deleted
+    /// soon: by the next call that changes the count, or else by a background `DEL` a moment
+    /// later (a release's marker would otherwise live [`RELEASE_MARKER_LIFE`]).
+    pub(crate) fn settle_release(&self, marker: String) {
+        self.release_done(marker).settle();
+    }
+
+    /// What settles a release's `marker` once its reply is seen, wherever that happens (the
+    /// caller, or the background after the release timeout).
+    pub(crate) fn release_done(&self, marker: String) -> ReleaseDone {
+        ReleaseDone {
+            client: self.client.clone(),
+            queue: self.settled.clone(),
+            marker,
+        }
+    }
+
     /// Puts back markers taken for a call that deleted nothing.
     pub(crate) fn give_back(&self, markers: Vec<String>) {
-        let mut settled = self.settled.lock().expect("settled lock");
+        let mut settled = self.settled.markers.lock().expect("settled lock");
         for marker in markers.into_iter().rev() {
             if settled.len() < SETTLED_CAP {
                 settled.push_front(marker);
@@ -139,9 +272,10 @@ impl Requests {
         let marker = self.marker();
         let settled = self.take_settled();
         let call = with_keys(call.key(marker.as_str()), &settled);
-        let (reply, _) = release_once(&self.client, call, &self.name, permits).await?;
+        let done = self.release_done(marker);
+        let (reply, _) = release_once(&self.client, call, &self.name, permits, Some(done)).await?;
         if reply == Value::Int(1) {
-            self.settle(marker);
+            // Settled by `release_once` (the reply came in time, or later in the background).
         } else {
             self.give_back(settled);
         }
@@ -269,12 +403,24 @@ pub(crate) async fn release_once(
     call: ScriptCall,
     name: &Arc<str>,
     permits: u64,
+    done: Option<ReleaseDone>,
 ) -> Result<(Value, u32)> {
     let limit = client.config().release_timeout;
-    let settle = Settle::arm_release(client, call.clone(), client.track_release(name, permits));
+    // Armed with the marker to settle: if this future is dropped or times out, the release
+    // goes on in the background and settles it there.
+    let mut settle = Settle::arm_release(
+        client,
+        call.clone(),
+        client.track_release(name, permits),
+        done,
+    );
     match tokio::time::timeout(limit, run_until_applied(client, &call)).await {
         Ok(result) => {
+            let done = settle.job.as_mut().and_then(|job| job.done.take());
             settle.disarm();
+            if let (Ok((Value::Int(1), _)), Some(done)) = (&result, done) {
+                done.settle();
+            }
             result
         }
         // Dropped armed: the release goes on in the background.
@@ -297,6 +443,8 @@ struct Job {
     client: Client,
     call: ScriptCall,
     until: Until,
+    /// A release's marker, settled once the release is known applied.
+    done: Option<ReleaseDone>,
 }
 
 /// How long a settling call is retried.
@@ -316,17 +464,24 @@ impl Settle {
                 client: client.clone(),
                 call,
                 until: Until::Window(since),
+                done: None,
             }),
         }
     }
 
     /// Arms a release, retried until applied (see [`run_until_applied`]).
-    pub(crate) fn arm_release(client: &Client, call: ScriptCall, ticket: ReleaseTicket) -> Settle {
+    pub(crate) fn arm_release(
+        client: &Client,
+        call: ScriptCall,
+        ticket: ReleaseTicket,
+        done: Option<ReleaseDone>,
+    ) -> Settle {
         Settle {
             job: Some(Job {
                 client: client.clone(),
                 call,
                 until: Until::Applied { _ticket: ticket },
+                done,
             }),
         }
     }
@@ -378,7 +533,13 @@ impl Drop for Settle {
         if let Some(job) = self.job.take() {
             let client = job.client.clone();
             // The job (and a release's ticket) lives until the background task ends.
-            client.spawn_background(async move { job.run().await.map(|_| ()) });
+            client.spawn_background(async move {
+                let value = job.run().await?;
+                if let (Value::Int(1), Some(done)) = (value, job.done) {
+                    done.settle();
+                }
+                Ok(())
+            });
         }
     }
 }

@@ -39,20 +39,20 @@ use crate::semaphore_shared::{Shared, unexpected, wake_mode};
 /// - **Releases outlive outages**: a release (by [`release`](Semaphore::release), or of a
 ///   dropped [`SemaphorePermit`]) is retried until the server answers, for as long as the
 ///   client lives, however long the server is unreachable; [`Client::shutdown`] lists those
-///   it could not finish ([`Error::ShutdownUnfinished`]). The marker lives for the *request
-///   window* (the settle window, `Config::settle_window`, 30 s by default) counted from when
-///   the server applied the release, so a retry that reaches the server within that window of
-///   the attempt it applied does nothing. The one case left: the server applies a release,
-///   its reply is lost, and the server then stays unreachable for longer than the request
-///   window: the retry finds no marker and gives the permits back a second time.
+///   it could not finish ([`Error::ShutdownUnfinished`]). A release's marker lives an hour
+///   counted from when the server applied it, and is deleted soon after its reply is seen, so
+///   a retry that reaches the server within that hour of the attempt it applied does nothing
+///   (past it, after a reply lost just before an outage that long, the permits would be given
+///   back twice).
 /// - **Other calls** (`add_permits`, `try_set_permits`, `drain_permits`) are retried within
 ///   the request window of their first attempt: past it, their outcome stays unknown (a
 ///   warning is logged), applied at most once.
 ///
 /// Layout (Redisson's): string `name` = available permits, no TTL; channel
 /// `redisson_sc:{name}`, message = the new count. keylatch adds the request markers, each with
-/// a TTL of the request window; those of calls whose reply was seen are deleted in batches by
-/// later calls through the same handle (clone a handle rather than making a new one per call).
+/// a TTL of the request window (a release's: an hour); those of calls whose reply was seen
+/// are deleted in batches by later calls on the same name through the same client, and a
+/// release's within 100 ms by a background `DEL` when no call takes it along.
 ///
 /// The guard form, one permit that is released on unlock or drop, is [`as_lock`](Semaphore::as_lock).
 ///
@@ -231,23 +231,23 @@ impl Semaphore {
         self.shared.client.validate_name(self.name())?;
         check_permits(u64::from(permits))?;
         let requests = &self.shared.requests;
-        let call = self.add_call(i64::from(permits));
+        let call = self.add_call(i64::from(permits), requests.release_window_ms());
         let reply = requests.release_marked(call, u64::from(permits)).await?;
         add_reply(&reply)
     }
 
-    /// The `ADD` call for `delta`, without its marker.
-    fn add_call(&self, delta: i64) -> ScriptCall {
+    /// The `ADD` call for `delta`, without its marker, whose marker lives `marker_ms`.
+    fn add_call(&self, delta: i64, marker_ms: u64) -> ScriptCall {
         ADD.call()
             .key(self.name())
             .key(self.channel())
             .arg(delta)
-            .arg(self.shared.requests.window_ms())
+            .arg(marker_ms)
             .arg(MAX_PERMITS)
     }
 
     async fn add(&self, delta: i64) -> Result<()> {
-        let call = self.add_call(delta);
+        let call = self.add_call(delta, self.shared.requests.window_ms());
         let reply = self
             .shared
             .requests

@@ -186,12 +186,12 @@ impl PermitRelease {
             .key(&self.marker);
         let call = with_keys(call, &settled)
             .arg(self.permits)
-            .arg(requests.window_ms())
+            .arg(requests.release_window_ms())
             .arg(MAX_PERMITS);
         let (reply, _) = run_until_applied(client, &call).await?;
         match reply {
             Value::Int(1) => {
-                requests.settle(self.marker.clone());
+                requests.settle_release(self.marker.clone());
                 Ok(())
             }
             Value::Int(code @ (-1 | -2)) => {
