@@ -14,7 +14,7 @@ use keylatch_core::{Error, Result};
 /// [`ca_file`](TlsConfig::ca_file) to verify it against your own CA instead, and
 /// [`cert_file`](TlsConfig::cert_file) with [`key_file`](TlsConfig::key_file) for mutual TLS.
 /// The environment variables `KEYLATCH_TLS_CA`, `KEYLATCH_TLS_CERT` and `KEYLATCH_TLS_KEY`
-/// set them in [`Config::from_env`].
+/// set them in [`Config::from_env`](crate::Config::from_env).
 #[derive(Clone, Default, PartialEq, Eq, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]

@@ -8,7 +8,8 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::error::Result;
 use crate::hold::background::Background;
-use crate::hold::registry::{HoldHandle, HoldKey, HoldState, HoldWatch};
+use crate::hold::handle::HoldHandle;
+use crate::hold::key::{HoldKey, HoldState, HoldWatch};
 use crate::hold::release::HoldRelease;
 use crate::owner::{Owner, OwnerId};
 
@@ -145,7 +146,7 @@ impl LockGuard {
     /// it goes on in the background, retried until it is known applied or the settle window
     /// passes, and the lease ends the hold at the latest. A semaphore's release is retried
     /// until it is known applied for as long as the client lives (its permits may have no
-    /// lease), and [`Client::shutdown`] reports it if it is still unconfirmed then.
+    /// lease), and the client's `shutdown` reports it if it is still unconfirmed then.
     ///
     /// # Cancel safety
     /// The watchdog stops renewing at once. If the reply is lost, the release is settled with a

@@ -10,13 +10,19 @@
 
 pub(crate) mod background;
 pub(crate) mod guard;
+pub(crate) mod handle;
+pub(crate) mod key;
 pub(crate) mod registry;
 pub(crate) mod release;
+pub(crate) mod renew;
+pub(crate) mod schedule;
+pub(crate) mod shared;
 
 pub use background::{Acquisition, Background};
 pub use guard::{LockGuard, UndoGuard};
-pub use registry::{
-    HoldHandle, HoldKey, HoldState, HoldWatch, PendingWork, RenewWith, Renewal, RenewalGroup,
-    RenewalOutcome, WatchdogRegistry, WatchdogStats, WeakRegistry,
-};
+pub use handle::HoldHandle;
+pub use key::{HoldKey, HoldState, HoldWatch};
+pub use registry::{WatchdogRegistry, WatchdogStats, WeakRegistry};
 pub use release::{HoldRelease, ReleaseTicket};
+pub use renew::{RenewWith, Renewal, RenewalGroup, RenewalOutcome};
+pub use shared::PendingWork;

@@ -1,0 +1,258 @@
+//! A hold's name and state: [`HoldKey`] (key and field in one shared buffer, with the hold's
+//! state in an atomic next to them), [`HoldState`], and [`HoldWatch`], the view a guard keeps.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::hold::release::HoldRelease;
+use crate::owner::OwnerId;
+
+/// What a hold's validity is, as far as this client knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HoldState {
+    /// Valid until this local instant (the end of the lease as measured from when the acquire
+    /// or the last successful renewal was sent).
+    Valid {
+        /// The local deadline.
+        until: Instant,
+    },
+    /// A renewal found the hold gone, or none succeeded before the local deadline.
+    Lost,
+}
+
+/// A hold's name: its key and its field (the owner id, or a primitive's variant of it), in one
+/// shared buffer. Cloning it counts a reference; it allocates only when made.
+///
+/// A primitive makes it once per acquisition and passes it to the undo guard, to the
+/// registration and as the field argument of its script, so the names are formatted once.
+///
+/// ```
+/// let hold = keylatch_core::HoldKey::new("jobs", format_args!("{}:{}", "client", 7));
+/// assert_eq!((hold.key(), hold.field()), ("jobs", "client:7"));
+/// ```
+#[derive(Clone)]
+pub struct HoldKey {
+    pub(super) cell: Arc<HoldCell>,
+}
+
+/// The shared part of a [`HoldKey`]: the names, and, once registered, the hold's state (read by
+/// its guards without a lock).
+pub(super) struct HoldCell {
+    /// The key, then the field (a `String`, not shrunk to a `Box<str>`: that would copy it).
+    pub(super) text: String,
+    pub(super) split: usize,
+    /// [`HoldState`], encoded by [`encode`]: the deadline, or [`LOST`].
+    pub(super) state: AtomicU64,
+    /// Woken when the hold is marked lost.
+    pub(super) lost: Notify,
+    /// How to release the hold, once a guard has attached it: what the client's shutdown
+    /// uses. Taken out when the hold leaves the registry (it holds the client).
+    pub(super) release: Mutex<Option<(Arc<dyn HoldRelease>, OwnerId)>>,
+}
+
+/// The encoded [`HoldState::Lost`]: above every deadline, so raising a deadline with
+/// `fetch_max` leaves a lost hold lost.
+pub(super) const LOST: u64 = u64::MAX;
+/// The state of a key never registered: a registration takes it over, where it makes a fresh
+/// cell for a key registered before (whose old guards must not see a new hold as theirs).
+pub(super) const UNREGISTERED: u64 = u64::MAX - 1;
+
+/// The instant deadlines are counted from (nanoseconds since it): a year before the first use,
+/// so no deadline of this process comes before it (a paused test clock included; 2^64 ns is
+/// 584 years).
+pub(super) fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(365 * 24 * 3600))
+            .unwrap_or(now)
+    })
+}
+
+pub(super) fn encode(until: Instant) -> u64 {
+    u64::try_from(until.saturating_duration_since(epoch()).as_nanos())
+        .unwrap_or(UNREGISTERED - 1)
+        .min(UNREGISTERED - 1)
+}
+
+pub(super) fn decode(state: u64) -> HoldState {
+    if state >= UNREGISTERED {
+        HoldState::Lost
+    } else {
+        HoldState::Valid {
+            until: epoch() + Duration::from_nanos(state),
+        }
+    }
+}
+
+impl HoldKey {
+    /// The hold of `field` (anything printable: an [`OwnerId`], a `&str`, `format_args!`) on
+    /// `key`.
+    pub fn new(key: &str, field: impl fmt::Display) -> HoldKey {
+        use std::fmt::Write as _;
+        // Owner ids are at most 36 + 1 + 20 bytes; a longer field grows the buffer once.
+        let mut text = String::with_capacity(key.len() + 64);
+        text.push_str(key);
+        let _ = write!(text, "{field}");
+        HoldKey {
+            cell: Arc::new(HoldCell {
+                split: key.len(),
+                text,
+                state: AtomicU64::new(UNREGISTERED),
+                lost: Notify::new(),
+                release: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.cell.text[..self.cell.split]
+    }
+
+    /// The field.
+    pub fn field(&self) -> &str {
+        &self.cell.text[self.cell.split..]
+    }
+
+    pub(crate) fn same(&self, other: &HoldKey) -> bool {
+        Arc::ptr_eq(&self.cell, &other.cell)
+    }
+
+    pub(crate) fn state(&self) -> HoldState {
+        decode(self.cell.state.load(Ordering::Acquire))
+    }
+
+    /// Raises the deadline to `until` (a lost hold stays lost).
+    pub(crate) fn extend(&self, until: Instant) {
+        self.cell.state.fetch_max(encode(until), Ordering::AcqRel);
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        self.cell.state.store(LOST, Ordering::Release);
+        self.cell.lost.notify_waiters();
+    }
+
+    /// The release a guard attached, taken out (the hold left the registry).
+    pub(crate) fn take_release(&self) -> Option<(Arc<dyn HoldRelease>, OwnerId)> {
+        self.cell.release.lock().expect("hold lock").take()
+    }
+}
+
+impl fmt::Debug for HoldKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HoldKey")
+            .field("key", &self.key())
+            .field("field", &self.field())
+            .finish()
+    }
+}
+
+impl PartialEq for HoldKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.pair() == other.pair()
+    }
+}
+
+impl Eq for HoldKey {}
+
+/// A hold's (key, field), owned or borrowed, so the maps keyed by [`HoldKey`] can be searched
+/// with two `&str` and no allocation.
+pub(super) trait KeyPair {
+    fn pair(&self) -> (&str, &str);
+}
+
+impl KeyPair for HoldKey {
+    fn pair(&self) -> (&str, &str) {
+        (self.key(), self.field())
+    }
+}
+
+impl KeyPair for (&str, &str) {
+    fn pair(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl std::hash::Hash for HoldKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.pair().hash(state);
+    }
+}
+
+impl std::hash::Hash for dyn KeyPair + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.pair().hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyPair + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.pair() == other.pair()
+    }
+}
+
+impl Eq for dyn KeyPair + '_ {}
+
+impl<'a> std::borrow::Borrow<dyn KeyPair + 'a> for HoldKey {
+    fn borrow(&self) -> &(dyn KeyPair + 'a) {
+        self
+    }
+}
+
+/// The borrowed form of (`key`, `field`) for a map lookup.
+pub(super) fn lookup<'a>(pair: &'a (&'a str, &'a str)) -> &'a (dyn KeyPair + 'a) {
+    pair
+}
+
+/// A view of a hold's state that outlives its registration: what a guard keeps.
+#[derive(Clone, Debug)]
+pub struct HoldWatch {
+    pub(super) key: HoldKey,
+}
+
+impl HoldWatch {
+    /// The hold's state as the watchdog last saw it; a deadline that has passed is
+    /// [`HoldState::Lost`].
+    pub fn state(&self) -> HoldState {
+        match self.key.state() {
+            HoldState::Valid { until } if until <= Instant::now() => HoldState::Lost,
+            other => other,
+        }
+    }
+
+    /// Completes when the hold is lost: marked lost by the watchdog or the client's shutdown,
+    /// or its deadline passed with no renewal. A hold deregistered without being lost (released,
+    /// or forgotten) ends at its last deadline. The future owns what it needs.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let cell = self.key.cell.clone();
+        async move {
+            loop {
+                let marked = cell.lost.notified();
+                tokio::pin!(marked);
+                marked.as_mut().enable();
+                let current = cell.state.load(Ordering::Acquire);
+                let HoldState::Valid { until } = decode(current) else {
+                    return;
+                };
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {
+                        if cell.state.load(Ordering::Acquire) == current {
+                            return;
+                        }
+                    }
+                    () = marked => {}
+                }
+            }
+        }
+    }
+}

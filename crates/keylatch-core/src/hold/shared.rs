@@ -1,0 +1,89 @@
+//! The state one client's hold registry keeps behind its lock: the holds, the renewal
+//! schedule, the background work under way ([`PendingWork`]), the counters.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::hold::key::HoldKey;
+use crate::hold::renew::RenewWith;
+
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    pub(super) holds: Mutex<HashMap<HoldKey, HoldEntry>>,
+    /// The next renewal tick of each lease length in use (a hold is renewed every third of
+    /// its lease; holds with the same lease are renewed together).
+    pub(super) schedule: Mutex<HashMap<Duration, Instant>>,
+    /// Woken when a new lease length appears, so the task reschedules.
+    pub(super) rescheduled: Notify,
+    /// Background releases and undos not finished yet, per hold.
+    pub(super) pending: Mutex<HashMap<HoldKey, usize>>,
+    /// How many holds have background work under way (the map's length), read without its
+    /// lock.
+    pub(super) pending_holds: AtomicUsize,
+    pub(super) settled: Notify,
+    pub(super) ticks: AtomicU64,
+    pub(super) renew_calls: AtomicU64,
+    pub(super) renewed_keys: AtomicU64,
+}
+
+#[derive(Debug)]
+pub(super) struct HoldEntry {
+    pub(super) guards: usize,
+    pub(super) watched: usize,
+    pub(super) script: Option<RenewWith>,
+    pub(super) lease: Duration,
+    /// When it was acquired, for the lost-hold event.
+    pub(super) since: Instant,
+}
+
+/// Says that a hold is lost: a `warn` event with the key, the field and how long it was held.
+pub(super) fn report_lost(key: &HoldKey, entry: &HoldEntry, why: &'static str) {
+    crate::telemetry::hold_lost();
+    tracing::warn!(target: "keylatch::watchdog",
+        key = %key.key(),
+        field = %key.field(),
+        held_ms = u64::try_from(entry.since.elapsed().as_millis()).unwrap_or(u64::MAX),
+        why,
+        "hold lost"
+    );
+}
+
+/// Background work under way on one hold; see [`WatchdogRegistry::begin_pending`](crate::WatchdogRegistry::begin_pending).
+#[derive(Debug)]
+pub struct PendingWork {
+    pub(super) shared: Arc<Shared>,
+    pub(super) key: HoldKey,
+}
+
+impl Drop for PendingWork {
+    fn drop(&mut self) {
+        let mut pending = self.shared.pending.lock().expect("watchdog lock");
+        if let Some(count) = pending.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                pending.remove(&self.key);
+                self.shared
+                    .pending_holds
+                    .store(pending.len(), Ordering::SeqCst);
+            }
+        }
+        drop(pending);
+        self.shared.settled.notify_waiters();
+    }
+}
+
+/// Marks background work on the hold `key` as under way until the returned handle drops.
+pub(super) fn begin_pending(shared: &Arc<Shared>, key: &HoldKey) -> PendingWork {
+    let mut pending = shared.pending.lock().expect("watchdog lock");
+    *pending.entry(key.clone()).or_default() += 1;
+    shared.pending_holds.store(pending.len(), Ordering::SeqCst);
+    PendingWork {
+        shared: shared.clone(),
+        key: key.clone(),
+    }
+}
