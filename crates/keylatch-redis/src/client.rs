@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::commands::Commands;
 use crate::config::Config;
-use crate::hub::PubSubHub;
+use crate::pubsub::PubSubHub;
 use crate::script::{LuaScript, ScriptCall};
 use crate::topology::Topology;
 use crate::transport::{self, Endpoint};

@@ -8,7 +8,7 @@ use keylatch_core::{OwnerId, Result};
 use tokio::time::Instant;
 
 use crate::client::Client;
-use crate::hub::WakeMode;
+use crate::pubsub::WakeMode;
 
 /// The wait loop shared by the primitives: try; if refused and the budget allows, subscribe to
 /// `channel` *before* retrying, then retry whenever a message arrives, the holder's lease
