@@ -58,6 +58,11 @@ pub struct Report {
     pub writes_accepted: usize,
     /// Writes the register refused.
     pub writes_refused: usize,
+    /// Writes invoked after the writer's lease had ended that the register still accepted: no
+    /// violation, as no newer token had reached it (the limit of fencing), but worth seeing.
+    pub late_writes_accepted: usize,
+    /// Writes invoked after the writer's lease had ended that the register refused.
+    pub late_writes_refused: usize,
     /// Every violation.
     pub violations: Vec<Violation>,
 }
@@ -312,7 +317,30 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
         }
     }
 
+    // Writes made after the writer's lease ended (a paused holder).
+    let (mut late_writes_accepted, mut late_writes_refused) = (0, 0);
+    for (i, w) in ops.iter().enumerate() {
+        if w.op != Op::Write {
+            continue;
+        }
+        let hold = ops[..i]
+            .iter()
+            .rev()
+            .filter(|o| o.process == w.process)
+            .find(|o| o.op == Op::Acquire);
+        let lease_end = hold.and_then(|a| a.lease_ms.map(|ms| a.invoke + ms * 1_000_000));
+        if lease_end.is_some_and(|end| w.invoke > end) {
+            match w.done {
+                Some((Kind::Ok, _)) => late_writes_accepted += 1,
+                Some((Kind::Fail, _)) => late_writes_refused += 1,
+                _ => {}
+            }
+        }
+    }
+
     Report {
+        late_writes_accepted,
+        late_writes_refused,
         operations: ops.len(),
         acquisitions: acquired.len(),
         writes_accepted: accepted.len(),
@@ -496,7 +524,13 @@ mod tests {
         // c1 was paused and writes again with its old token after c2's write was acknowledged.
         write(&mut h, "c1", 30, 31, 1, Kind::Fail);
         let log = log_of(&h);
-        assert!(check(&h, Some(&log)).violations.is_empty());
+        let r = check(&h, Some(&log));
+        assert!(r.violations.is_empty());
+        // c1's lease (1000 ms from 0) had not ended at 30 ms.
+        assert_eq!((r.late_writes_accepted, r.late_writes_refused), (0, 0));
+        h[0].lease_ms = Some(20);
+        assert_eq!(check(&h, Some(&log)).late_writes_refused, 1);
+        h[0].lease_ms = Some(1000);
         let n = h.len();
         h[n - 1].kind = Kind::Ok;
         let r = check(&h, None);

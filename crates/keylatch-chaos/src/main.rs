@@ -139,6 +139,9 @@ enum Command {
     /// One client process (started by the harness inside its namespace).
     #[command(hide = true)]
     Worker {
+        /// The run's prefix (names the run's processes).
+        #[arg(long)]
+        run: String,
         #[arg(long)]
         id: usize,
         #[arg(long)]
@@ -197,6 +200,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Worker {
+            run: _,
             id,
             server,
             oracle,
@@ -316,10 +320,12 @@ fn harness(args: RunArgs) -> ExitCode {
         .filter(|e| e.process == history::NEMESIS && e.kind == history::Kind::Invoke)
         .count();
     say(format!(
-        "{} acquisitions, {} register writes accepted, {} refused, {} faults injected, {} entries in the register's log",
+        "{} acquisitions, {} register writes accepted, {} refused; after the writer's lease: {} accepted, {} refused; {} faults injected, {} entries in the register's log",
         report.acquisitions,
         report.writes_accepted,
         report.writes_refused,
+        report.late_writes_accepted,
+        report.late_writes_refused,
         faults,
         collected.register_log.len()
     ));
@@ -344,6 +350,8 @@ fn harness(args: RunArgs) -> ExitCode {
             "acquisitions": report.acquisitions,
             "writes_accepted": report.writes_accepted,
             "writes_refused": report.writes_refused,
+            "late_writes_accepted": report.late_writes_accepted,
+            "late_writes_refused": report.late_writes_refused,
             "register_log_entries": collected.register_log.len(),
             "faults_injected": faults,
             "violations": report.violations.len(),

@@ -236,6 +236,7 @@ pub async fn run(
     for (i, node) in client_nodes.iter().enumerate() {
         let args: Vec<String> = [
             "worker".to_owned(),
+            format!("--run={prefix}"),
             format!("--id={}", i + 1),
             format!("--server={}", server.url()),
             format!("--oracle={}", oracle.url()),

@@ -1,0 +1,200 @@
+//! A run removes everything it created on every exit path: the end of the run, SIGINT, a
+//! panic. These tests create network namespaces, so they need root, iproute2 and nftables:
+//! `scripts/chaos.sh --ci` runs them (`cargo test -p keylatch-chaos -- --include-ignored`).
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_keylatch-chaos");
+
+/// The run's output lines, as they come.
+fn start(args: &[&str]) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start keylatch-chaos");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Waits for a line containing `needle`, at most `within`; returns it.
+fn wait_for(rx: &mpsc::Receiver<String>, needle: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no line with {needle:?} within {within:?}: {e}"),
+        }
+    }
+}
+
+/// `klc-<id>` from the line `network: namespaces klc-<id>-*, …`.
+fn prefix_of(line: &str) -> String {
+    let start = line.find("klc-").expect("a prefix");
+    let rest = &line[start..];
+    rest[..rest.find("-*").expect("a prefix")].to_owned()
+}
+
+fn namespaces(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("{prefix}-")))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The processes whose command line mentions `needle`.
+fn processes(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+/// Waits for `child` at most `within`; kills it and fails past that.
+fn exit_code(child: &mut Child, within: Duration) -> i32 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("keylatch-chaos did not exit within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_nothing_left(prefix: &str) {
+    // Namespaces are deleted before the harness exits; give exiting processes a moment.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(namespaces(prefix), Vec::<String>::new(), "namespaces left");
+    let id = prefix.trim_start_matches("klc-");
+    let dir = std::env::temp_dir().join(format!("keylatch-chaos-{id}"));
+    assert!(!dir.exists(), "{} left", dir.display());
+    assert_eq!(
+        processes(&dir.to_string_lossy()),
+        Vec::<String>::new(),
+        "servers left"
+    );
+    let workers = processes(&format!("--run={prefix} "));
+    assert!(workers.is_empty(), "workers left: {workers:?}");
+}
+
+#[test]
+#[ignore = "needs root, iproute2 and nftables; scripts/chaos.sh --ci runs it"]
+fn sigint_midway_removes_everything() {
+    let (mut child, rx) = start(&["--seed", "11", "--minutes", "1", "--topology", "single"]);
+    let prefix = prefix_of(&wait_for(
+        &rx,
+        "network: namespaces",
+        Duration::from_secs(60),
+    ));
+    wait_for(&rx, "workers started", Duration::from_secs(60));
+    assert!(!namespaces(&prefix).is_empty());
+    // Into the nemesis's first fault.
+    wait_for(&rx, "nemesis:", Duration::from_secs(30));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("SIGINT");
+    assert_eq!(exit_code(&mut child, Duration::from_secs(30)), 2);
+    assert_nothing_left(&prefix);
+}
+
+#[test]
+#[ignore = "needs root, iproute2 and nftables; scripts/chaos.sh --ci runs it"]
+fn a_panic_midway_removes_everything() {
+    let (mut child, rx) = start(&[
+        "--seed",
+        "12",
+        "--minutes",
+        "1",
+        "--topology",
+        "single-aof",
+        "--panic-after",
+        "3",
+    ]);
+    let prefix = prefix_of(&wait_for(
+        &rx,
+        "network: namespaces",
+        Duration::from_secs(60),
+    ));
+    assert_eq!(exit_code(&mut child, Duration::from_secs(90)), 2);
+    assert_nothing_left(&prefix);
+}
+
+#[test]
+#[ignore = "needs root, iproute2 and nftables; scripts/chaos.sh --ci runs it"]
+fn a_run_without_faults_finds_nothing_and_removes_everything() {
+    let out = std::env::temp_dir().join(format!("klc-test-summary-{}.json", std::process::id()));
+    let (mut child, rx) = start(&[
+        "--seed",
+        "13",
+        "--minutes",
+        "0.2",
+        "--nemesis",
+        "none",
+        "--workers",
+        "3",
+        "--out",
+        &out.to_string_lossy(),
+    ]);
+    let prefix = prefix_of(&wait_for(
+        &rx,
+        "network: namespaces",
+        Duration::from_secs(60),
+    ));
+    let last = wait_for(&rx, "violations in", Duration::from_secs(90));
+    assert_eq!(exit_code(&mut child, Duration::from_secs(30)), 0, "{last}");
+    assert!(last.starts_with("0 violations in "), "{last}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("the summary")).expect("json");
+    let _ = std::fs::remove_file(&out);
+    assert_eq!(summary["violations"], 0);
+    assert!(
+        summary["acquisitions"].as_u64().unwrap_or(0) > 0,
+        "{summary}"
+    );
+    assert_eq!(summary["writes_accepted"], summary["register_log_entries"]);
+    assert_nothing_left(&prefix);
+}
+
+#[test]
+fn bad_arguments_exit_with_2() {
+    for args in [
+        &["--seed", "1", "--minutes", "0"][..],
+        &["--seed", "1", "--nemesis", "clock"],
+        &["--seed", "x"],
+        &["--minutes", "1"],
+    ] {
+        let out = Command::new(BIN).args(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
