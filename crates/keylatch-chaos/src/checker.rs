@@ -1,10 +1,11 @@
 //! The checker: reads a history (and the register's log) and knows nothing of keylatch.
 //!
 //! - **Mutual exclusion**: a holder's interval runs from the `ok` of its acquire to the
-//!   `invoke` of its release, and never past the lease it asked for (measured from the acquire's
-//!   `invoke`, which is before the server started the lease). A holder that never invoked a
-//!   release (killed, or the run ended) holds to its lease end or the end of the run. Two
-//!   intervals of different acquisitions that intersect are a violation.
+//!   `invoke` of its release, and never past its lease end: the validity deadline the holder
+//!   recorded with its `ok` (its own estimate, capped at `ok` + lease), or without one the
+//!   acquire's `invoke` + lease (the server started the lease after that). A holder that never
+//!   invoked a release (killed, or the run ended) holds to its lease end or the end of the run.
+//!   Two intervals of different acquisitions that intersect are a violation.
 //! - **Fencing tokens**: an acquisition that began after another one was acknowledged must get a
 //!   greater token.
 //! - **Fenced register**: a write accepted after another accepted write was acknowledged must
@@ -96,10 +97,23 @@ struct Operation {
     done: Option<(Kind, u64)>,
     token: Option<u64>,
     lease_ms: Option<u64>,
+    valid_until: Option<u64>,
     write_id: Option<String>,
 }
 
 impl Operation {
+    /// An acquisition's lease end (see the module's documentation).
+    fn lease_end(&self) -> u64 {
+        let Some(ms) = self.lease_ms else {
+            return u64::MAX;
+        };
+        let lease = ms * 1_000_000;
+        match (self.valid_until, self.done_at()) {
+            (Some(until), Some(ok)) => until.min(ok.saturating_add(lease)),
+            _ => self.invoke.saturating_add(lease),
+        }
+    }
+
     fn is_ok(&self) -> bool {
         matches!(self.done, Some((Kind::Ok, _)))
     }
@@ -124,6 +138,7 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                     done: None,
                     token: e.token,
                     lease_ms: e.lease_ms,
+                    valid_until: None,
                     write_id: e.write_id.clone(),
                 });
             }
@@ -135,12 +150,21 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                         if o.token.is_none() {
                             o.token = e.token;
                         }
+                        o.valid_until = e.valid_until;
                     }
                 }
             }
         }
     }
     ops
+}
+
+/// When the acquisition `w` was made under was invoked (the process's last acquire before it).
+fn acquired_before(ops: &[Operation], w: &Operation) -> Option<u64> {
+    ops.iter()
+        .filter(|o| o.process == w.process && o.op == Op::Acquire && o.invoke < w.invoke)
+        .map(|o| o.invoke)
+        .max()
 }
 
 /// A holder's interval.
@@ -160,9 +184,7 @@ fn holds(ops: &[Operation], end_of_run: u64) -> Vec<Hold> {
             continue;
         }
         let start = o.done_at().unwrap_or(o.invoke);
-        let lease_end = o
-            .lease_ms
-            .map_or(u64::MAX, |ms| o.invoke.saturating_add(ms * 1_000_000));
+        let lease_end = o.lease_end();
         // The process's next release, before its next acquire.
         let release = ops[i + 1..]
             .iter()
@@ -268,7 +290,8 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
                     x.process,
                     fmt_token(x.token)
                 ),
-                from: x.invoke,
+                // From the stale writer's acquisition, to show how its token got old.
+                from: x.invoke.min(acquired_before(&ops, y).unwrap_or(y.invoke)),
                 to: y.done_at().unwrap_or(y.invoke),
                 processes: vec![x.process.clone(), y.process.clone()],
             });
@@ -328,8 +351,7 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
             .rev()
             .filter(|o| o.process == w.process)
             .find(|o| o.op == Op::Acquire);
-        let lease_end = hold.and_then(|a| a.lease_ms.map(|ms| a.invoke + ms * 1_000_000));
-        if lease_end.is_some_and(|end| w.invoke > end) {
+        if hold.is_some_and(|a| w.invoke > a.lease_end()) {
             match w.done {
                 Some((Kind::Ok, _)) => late_writes_accepted += 1,
                 Some((Kind::Fail, _)) => late_writes_refused += 1,
@@ -488,6 +510,29 @@ mod tests {
         h[0].lease_ms = Some(1000);
         h[2].lease_ms = Some(1000);
         assert_eq!(check(&h, None).violations.len(), 1);
+    }
+
+    #[test]
+    fn a_recorded_validity_deadline_ends_the_hold() {
+        let mut h = Vec::new();
+        // c1 waited 5 s for the lock (lease 1 s), so its lease began long after its invoke.
+        acquire(&mut h, "c1", 0, 5000, 1, 1000);
+        h[1].valid_until = Some(5900 * MS);
+        acquire(&mut h, "c2", 5800, 5950, 2, 1000);
+        release(&mut h, "c1", 6500, 6501, Kind::Fail);
+        release(&mut h, "c2", 6600, 6601, Kind::Ok);
+        assert!(check(&h, None).violations.is_empty());
+        // The deadline is what counts: a later one overlaps c2.
+        h[1].valid_until = Some(6000 * MS);
+        assert_eq!(check(&h, None).violations.len(), 1);
+        // And it is capped at ok + lease.
+        h[1].valid_until = Some(9000 * MS);
+        h[3].time = 6050 * MS;
+        assert!(
+            check(&h, None).violations.is_empty(),
+            "{:?}",
+            check(&h, None).violations
+        );
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub struct Event {
     /// The lock owner of an acquisition (acquire ok).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Until when the holder's own clock says its hold is valid (acquire ok), history time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<u64>,
     /// The lease asked for (acquire invoke), in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
@@ -73,6 +76,7 @@ impl Event {
             op,
             token: None,
             owner: None,
+            valid_until: None,
             lease_ms: None,
             write_id: None,
             detail: None,

@@ -17,7 +17,8 @@ pub enum FaultKind {
     PauseServer,
     /// SIGKILL the server, start it again after (its data survives only with persistence).
     Kill,
-    /// SIGSTOP one worker for longer than the lease, SIGCONT after.
+    /// SIGSTOP one worker for longer than the lease, SIGCONT after: the worker holding the
+    /// lock at that moment, else the scheduled one.
     PauseClient,
 }
 

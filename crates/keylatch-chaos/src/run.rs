@@ -162,6 +162,19 @@ pub fn find_program(program: &str) -> Result<PathBuf, HarnessError> {
         .ok_or_else(|| HarnessError::Missing(program.to_owned()))
 }
 
+/// The worker (1-based) whose last lock event is an acknowledged acquire, if any.
+fn current_holder(history: &[Event], workers: usize) -> Option<usize> {
+    (1..=workers).find(|i| {
+        let name = format!("c{i}");
+        history
+            .iter()
+            .rev()
+            .filter(|e| e.process == name && matches!(e.op, Op::Acquire | Op::Release))
+            .find(|e| e.kind != Kind::Invoke || e.op == Op::Release)
+            .is_some_and(|e| e.op == Op::Acquire && e.kind == Kind::Ok)
+    })
+}
+
 struct Worker {
     node: Node,
     child: Child,
@@ -320,6 +333,27 @@ pub async fn run(
                 server.start(cleanup, &me).await?;
             }
             FaultKind::PauseClient => {
+                // The current holder if there is one (a paused waiter shows little), else the
+                // scheduled worker.
+                let holder = history
+                    .lock()
+                    .ok()
+                    .and_then(|h| current_holder(&h, workers.len()));
+                let targets: Vec<&Worker> = match holder {
+                    Some(i) => vec![&workers[i - 1]],
+                    None => targets,
+                };
+                record(
+                    Kind::Info,
+                    format!(
+                        "pausing {}",
+                        targets
+                            .iter()
+                            .map(|w| w.node.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                );
                 for w in &targets {
                     procs::signal(w.pid, Signal::SIGSTOP);
                 }

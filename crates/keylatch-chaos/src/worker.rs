@@ -143,6 +143,12 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         let mut ok = Event::new(&me, now_ns(), Kind::Ok, Op::Acquire);
         ok.token = guard.fencing_token();
         ok.owner = Some(guard.owner_id().to_string());
+        ok.valid_until = guard.valid_until().map(|until| {
+            ok.time
+                + until
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .as_nanos() as u64
+        });
         emit(&ok);
         // One fenced write in the middle of the hold: a holder paused before it writes with a
         // token that may be stale by then.
