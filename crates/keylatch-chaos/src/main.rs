@@ -136,6 +136,12 @@ enum Command {
     /// Remove what earlier runs left behind: namespaces named klc-* (and their processes) and
     /// temporary directories named keylatch-chaos-*. Do not use while a run is going on.
     Cleanup,
+    /// Check a history written with --history again (without the register's log, so without
+    /// the lost-write check). Exit status as for a run.
+    Check {
+        /// The history file, one JSON event a line.
+        history: PathBuf,
+    },
     /// One client process (started by the harness inside its namespace).
     #[command(hide = true)]
     Worker {
@@ -219,7 +225,50 @@ fn main() -> ExitCode {
         })),
         Some(Command::Probe { url }) => helper(worker::probe(&url, Duration::from_secs(10))),
         Some(Command::DumpRegister { url }) => helper(worker::dump_register(&url)),
+        Some(Command::Check { history }) => check_file(&history),
         None => harness(cli.run),
+    }
+}
+
+fn check_file(path: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("keylatch-chaos: cannot read {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut events = Vec::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        match serde_json::from_str::<history::Event>(line) {
+            Ok(e) => events.push(e),
+            Err(e) => {
+                eprintln!("keylatch-chaos: {} line {}: {e}", path.display(), n + 1);
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let report = checker::check(&events, None);
+    let origin = events.iter().map(|e| e.time).min().unwrap_or(0);
+    for (kind, n) in report.counts() {
+        say(format!("  {kind}: {n}"));
+    }
+    if let Some(v) = report.shortest() {
+        say(checker::timeline(&events, v, origin).trim_end().to_owned());
+    }
+    say(format!(
+        "{} violations in {} operations",
+        report.violations.len(),
+        report.operations
+    ));
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

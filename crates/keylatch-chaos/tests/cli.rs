@@ -1,5 +1,6 @@
-//! A run removes everything it created on every exit path: the end of the run, SIGINT, a
-//! panic. These tests create network namespaces, so they need root, iproute2 and nftables:
+//! The binary: a run removes everything it created on every exit path (the end of the run,
+//! SIGINT, a panic), exit statuses, `check` on a history file. The tests that create network
+//! namespaces need root, iproute2 and nftables and are ignored by default:
 //! `scripts/chaos.sh --ci` runs them (`cargo test -p keylatch-chaos -- --include-ignored`).
 
 use std::io::{BufRead as _, BufReader};
@@ -197,4 +198,56 @@ fn bad_arguments_exit_with_2() {
         let out = Command::new(BIN).args(args).output().expect("run");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
+}
+
+#[test]
+fn check_reads_a_history_file_and_exits_1_on_an_overlap() {
+    let path = std::env::temp_dir().join(format!("klc-test-history-{}.jsonl", std::process::id()));
+    let line = |p: &str, ms: u64, kind: &str, f: &str, extra: &str| {
+        format!(
+            r#"{{"process":"{p}","time":{},"type":"{kind}","f":"{f}"{extra}}}"#,
+            ms * 1_000_000
+        )
+    };
+    let mut lines = vec![
+        line("c1", 0, "invoke", "acquire", r#","lease_ms":1000"#),
+        line("c1", 2, "ok", "acquire", r#","token":1"#),
+        line("c2", 1, "invoke", "acquire", r#","lease_ms":1000"#),
+        line("c2", 12, "ok", "acquire", r#","token":2"#),
+        line("c1", 10, "invoke", "release", ""),
+        line("c1", 11, "ok", "release", ""),
+        line("c2", 20, "invoke", "release", ""),
+        line("c2", 21, "ok", "release", ""),
+    ];
+    let run = |lines: &[String]| {
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write the history");
+        Command::new(BIN)
+            .arg("check")
+            .arg(&path)
+            .output()
+            .expect("run")
+    };
+    let out = run(&lines);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("0 violations in 4 operations\n"));
+    // c1 releases after c2 got in.
+    lines[4] = line("c1", 15, "invoke", "release", "");
+    lines[5] = line("c1", 16, "ok", "release", "");
+    let out = run(&lines);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("both held the lock"), "{stdout}");
+    assert!(
+        stdout.ends_with("1 violations in 4 operations\n"),
+        "{stdout}"
+    );
+    // Not a history.
+    std::fs::write(&path, "{\n").expect("write");
+    let out = Command::new(BIN)
+        .arg("check")
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_file(&path);
 }
