@@ -388,23 +388,20 @@ pub fn timeline(history: &[Event], v: &Violation, origin: u64) -> String {
         let secs = e.time.saturating_sub(origin) as f64 / 1e9;
         let what = format!("{:?}", e.op).to_lowercase();
         let kind = format!("{:?}", e.kind).to_lowercase();
-        let _ = write!(
-            out,
-            "  {secs:>10.3}s  {:<8} {:<6} {:<8}",
-            e.process, kind, what
-        );
+        let mut line = format!("  {secs:>10.3}s  {:<8} {:<6} {:<8}", e.process, kind, what);
         if let Some(t) = e.token {
-            let _ = write!(out, " token={t}");
+            let _ = write!(line, " token={t}");
         }
         if let Some(l) = e.lease_ms {
-            let _ = write!(out, " lease={l}ms");
+            let _ = write!(line, " lease={l}ms");
         }
         if let Some(id) = &e.write_id {
-            let _ = write!(out, " id={id}");
+            let _ = write!(line, " id={id}");
         }
         if let Some(d) = &e.detail {
-            let _ = write!(out, " ({d})");
+            let _ = write!(line, " ({d})");
         }
+        out.push_str(line.trim_end());
         out.push('\n');
     }
     out

@@ -347,6 +347,10 @@ fn harness(args: RunArgs) -> ExitCode {
     };
 
     let report = checker::check(&collected.history, Some(&collected.register_log));
+    if report.acquisitions == 0 {
+        eprintln!("keylatch-chaos: no acquisition succeeded: the run shows nothing");
+        return ExitCode::from(2);
+    }
     if let Some(path) = &args.history {
         let mut text = String::new();
         for e in &collected.history {

@@ -11,9 +11,12 @@ use tokio::process::{Child, Command};
 use crate::HarnessError;
 use crate::net;
 
-/// Sends `signal` to `pid`, ignoring a process that is gone.
+/// Sends `signal` to `pid`, ignoring a process that is gone. Never to a pid of 0 or less (a
+/// process group).
 pub fn signal(pid: i32, signal: Signal) {
-    let _ = kill(Pid::from_raw(pid), signal);
+    if pid > 0 {
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
 }
 
 /// SIGCONT (a stopped process would not die) then SIGKILL.
@@ -66,6 +69,13 @@ impl Cleanup {
     pub fn pid(&self, pid: i32) {
         if let Ok(mut p) = self.pids.lock() {
             p.push(pid);
+        }
+    }
+
+    /// `pid` was reaped: not to be signalled any more (its number may be reused).
+    pub fn forget_pid(&self, pid: i32) {
+        if let Ok(mut p) = self.pids.lock() {
+            p.retain(|&q| q != pid);
         }
     }
 

@@ -124,24 +124,28 @@ impl Redis {
         Ok(())
     }
 
-    async fn kill(&mut self) {
+    async fn kill(&mut self, cleanup: &Cleanup) {
         procs::kill_hard(self.pid);
-        if let Some(mut c) = self.child.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), c.wait()).await;
+        if let Some(mut c) = self.child.take()
+            && let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), c.wait()).await
+        {
+            cleanup.forget_pid(self.pid);
         }
     }
 }
 
 /// Runs this binary's helper subcommand inside `ns`; returns its stdout.
 async fn helper(ns: &str, me: &Path, args: &[&str]) -> Result<String, HarnessError> {
-    let out = tokio::process::Command::new("ip")
+    let run = tokio::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .arg(me)
         .args(args)
         .stdin(Stdio::null())
         .kill_on_drop(true)
-        .output()
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), run)
         .await
+        .map_err(|_| HarnessError::Command(format!("{} in {ns}: no end within 30 s", args[0])))?
         .map_err(|e| HarnessError::Command(format!("{} in {ns}: {e}", args[0])))?;
     if !out.status.success() {
         return Err(HarnessError::Command(format!(
@@ -328,7 +332,7 @@ pub async fn run(
                 procs::signal(server.pid, Signal::SIGCONT);
             }
             FaultKind::Kill => {
-                server.kill().await;
+                server.kill(cleanup).await;
                 tokio::time::sleep(hold).await;
                 server.start(cleanup, &me).await?;
             }
@@ -372,12 +376,25 @@ pub async fn run(
 
     // Every worker finishes its last operation: a lease, a wait bound and a release at most.
     let grace = Duration::from_millis(plan.lease_ms) + Duration::from_secs(15);
+    let mut failed = Vec::new();
     for w in &mut workers {
-        if tokio::time::timeout(grace, w.child.wait()).await.is_err() {
-            say(format!("{} did not stop; killed", w.node.name));
-            procs::kill_hard(w.pid);
-            let _ = w.child.wait().await;
+        match tokio::time::timeout(grace, w.child.wait()).await {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => failed.push(format!("{} exited with {status}", w.node.name)),
+            Ok(Err(e)) => failed.push(format!("{}: {e}", w.node.name)),
+            Err(_) => {
+                say(format!("{} did not stop; killed", w.node.name));
+                procs::kill_hard(w.pid);
+                let _ = tokio::time::timeout(Duration::from_secs(5), w.child.wait()).await;
+            }
         }
+        cleanup.forget_pid(w.pid);
+    }
+    if !failed.is_empty() {
+        return Err(HarnessError::Command(format!(
+            "workers failed: {}",
+            failed.join("; ")
+        )));
     }
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w.reader).await;
@@ -391,8 +408,8 @@ pub async fn run(
     .await?;
     let register_log: Vec<(u64, String)> = serde_json::from_str(dump.trim())
         .map_err(|e| HarnessError::Io(format!("the register's log: {e}")))?;
-    server.kill().await;
-    oracle.kill().await;
+    server.kill(cleanup).await;
+    oracle.kill(cleanup).await;
 
     let history = history.lock().map(|h| h.clone()).unwrap_or_default();
     Ok(Collected {
