@@ -135,7 +135,11 @@ struct RunArgs {
 enum Command {
     /// Remove what earlier runs left behind: namespaces named klc-* (and their processes) and
     /// temporary directories named keylatch-chaos-*. Do not use while a run is going on.
-    Cleanup,
+    Cleanup {
+        /// Only this run's: its hex id, as in `klc-<id>-net` (or `klc-<id>`).
+        #[arg(long, value_parser = parse_run_id)]
+        run: Option<String>,
+    },
     /// Check a history written with --history again (without the register's log, so without
     /// the lost-write check). Exit status as for a run.
     Check {
@@ -148,6 +152,10 @@ enum Command {
         /// The run's prefix (names the run's processes).
         #[arg(long)]
         run: String,
+        /// The harness's pid: the worker exits at once when its parent is another (the harness
+        /// died before the parent-death signal was set).
+        #[arg(long)]
+        harness_pid: u32,
         #[arg(long)]
         id: usize,
         #[arg(long)]
@@ -177,6 +185,14 @@ enum Command {
     },
 }
 
+fn parse_run_id(text: &str) -> Result<String, String> {
+    let id = text.strip_prefix(net::PREFIX).unwrap_or(text);
+    if id.is_empty() || id.len() > 8 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err("expected a run's hex id, as in klc-<id>-net".to_owned());
+    }
+    Ok(id.to_ascii_lowercase())
+}
+
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -199,14 +215,15 @@ fn helper(work: impl Future<Output = Result<(), String>>) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Cleanup) => {
-            for what in procs::cleanup_leftovers() {
+        Some(Command::Cleanup { run }) => {
+            for what in procs::cleanup_leftovers(run.as_deref()) {
                 println!("removed {what}");
             }
             ExitCode::SUCCESS
         }
         Some(Command::Worker {
             run: _,
+            harness_pid,
             id,
             server,
             oracle,
@@ -214,15 +231,21 @@ fn main() -> ExitCode {
             deadline_ns,
             lease_ms,
             max_hold_ms,
-        }) => helper(worker::worker(worker::WorkerArgs {
-            id,
-            server,
-            oracle,
-            seed,
-            deadline_ns,
-            lease_ms,
-            max_hold_ms,
-        })),
+        }) => {
+            if std::os::unix::process::parent_id() != harness_pid {
+                eprintln!("keylatch-chaos worker: the harness is gone");
+                return ExitCode::from(2);
+            }
+            helper(worker::worker(worker::WorkerArgs {
+                id,
+                server,
+                oracle,
+                seed,
+                deadline_ns,
+                lease_ms,
+                max_hold_ms,
+            }))
+        }
         Some(Command::Probe { url }) => helper(worker::probe(&url, Duration::from_secs(10))),
         Some(Command::DumpRegister { url }) => helper(worker::dump_register(&url)),
         Some(Command::Check { history }) => check_file(&history),

@@ -134,11 +134,16 @@ impl Drop for Cleanup {
 pub const DIR_PREFIX: &str = "keylatch-chaos-";
 
 /// Removes leftovers of earlier runs by their names: namespaces starting with `klc-` (and
-/// every process in them) and temporary directories starting with `keylatch-chaos-`. Returns
-/// what it removed.
-pub fn cleanup_leftovers() -> Vec<String> {
+/// every process in them) and temporary directories starting with `keylatch-chaos-`; with
+/// `run` (the hex id of a run, as in `klc-<id>-net`), only that run's. Returns what it removed.
+pub fn cleanup_leftovers(run: Option<&str>) -> Vec<String> {
     let mut removed = Vec::new();
-    let mut namespaces = net::namespaces_with_prefix(net::PREFIX);
+    let ns_prefix = run.map_or_else(
+        || net::PREFIX.to_owned(),
+        |id| format!("{}{id}-", net::PREFIX),
+    );
+    let dir_prefix = run.map_or_else(|| DIR_PREFIX.to_owned(), |id| format!("{DIR_PREFIX}{id}"));
+    let mut namespaces = net::namespaces_with_prefix(&ns_prefix);
     // Nodes before the bridge namespaces.
     namespaces.sort_by_key(|n| n.ends_with("-net"));
     for ns in namespaces {
@@ -148,7 +153,11 @@ pub fn cleanup_leftovers() -> Vec<String> {
     if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(DIR_PREFIX) && e.path().is_dir() {
+            let ours = match run {
+                Some(_) => name == dir_prefix,
+                None => name.starts_with(&dir_prefix),
+            };
+            if ours && e.path().is_dir() {
                 let _ = std::fs::remove_dir_all(e.path());
                 removed.push(format!("directory {}", e.path().display()));
             }

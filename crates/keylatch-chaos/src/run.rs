@@ -254,6 +254,7 @@ pub async fn run(
         let args: Vec<String> = [
             "worker".to_owned(),
             format!("--run={prefix}"),
+            format!("--harness-pid={}", std::process::id()),
             format!("--id={}", i + 1),
             format!("--server={}", server.url()),
             format!("--oracle={}", oracle.url()),

@@ -251,3 +251,60 @@ fn check_reads_a_history_file_and_exits_1_on_an_overlap() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+#[ignore = "needs root, iproute2 and nftables; scripts/chaos.sh --ci runs it"]
+fn a_sigkilled_harness_leaves_no_process_and_cleanup_removes_its_namespaces() {
+    let (mut child, rx) = start(&["--seed", "14", "--minutes", "1", "--topology", "single"]);
+    let prefix = prefix_of(&wait_for(
+        &rx,
+        "network: namespaces",
+        Duration::from_secs(60),
+    ));
+    wait_for(&rx, "workers started", Duration::from_secs(60));
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    // The servers and workers die with the harness (their parent-death signal).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let left = loop {
+        let left: Vec<String> = namespaces(&prefix)
+            .iter()
+            .flat_map(|ns| {
+                let out = Command::new("ip").args(["netns", "pids", ns]).output();
+                out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if left.is_empty() || Instant::now() > deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "processes left in the namespaces"
+    );
+    // The namespaces stay until `cleanup` removes them.
+    assert!(!namespaces(&prefix).is_empty());
+    let out = Command::new(BIN)
+        .args(["cleanup", "--run", &prefix])
+        .output()
+        .expect("cleanup");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("removed namespace {prefix}-net")),
+        "{text}"
+    );
+    assert_nothing_left(&prefix);
+    // A bad id is refused.
+    let out = Command::new(BIN)
+        .args(["cleanup", "--run", "klc-zz"])
+        .output()
+        .expect("cleanup");
+    assert_eq!(out.status.code(), Some(2));
+}
