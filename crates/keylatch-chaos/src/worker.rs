@@ -97,6 +97,12 @@ impl Register {
 }
 
 /// Runs the worker until its deadline; every operation goes to stdout as JSON lines.
+///
+/// # Errors
+/// The lock server could not be reached before the deadline, or the configuration is invalid.
+///
+/// # Cancel safety
+/// Not meant to be cancelled: the process ends with it.
 pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     let me = format!("c{}", args.id);
     let config = Config::builder()
@@ -185,6 +191,12 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
 }
 
 /// Waits until the server at `url` answers PING, at most `timeout`.
+///
+/// # Errors
+/// A bad URL, or no answer within `timeout`.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
 pub async fn probe(url: &str, timeout: Duration) -> Result<(), String> {
     let client = redis::Client::open(url).map_err(|e| e.to_string())?;
     let start = std::time::Instant::now();
@@ -204,6 +216,12 @@ pub async fn probe(url: &str, timeout: Duration) -> Result<(), String> {
 }
 
 /// Prints the register's log as a JSON array of `[token, write id]`.
+///
+/// # Errors
+/// A bad URL, an oracle that does not answer within 2 s, an entry that is not `<token> <id>`.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
 pub async fn dump_register(url: &str) -> Result<(), String> {
     let client = redis::Client::open(url).map_err(|e| e.to_string())?;
     let work = async {
