@@ -1,0 +1,623 @@
+//! The checker: reads a history (and the register's log) and knows nothing of keylatch.
+//!
+//! - **Mutual exclusion**: a holder's interval runs from the `ok` of its acquire to the
+//!   `invoke` of its release, and never past its lease end: the validity deadline the holder
+//!   recorded with its `ok` (its own estimate, capped at `ok` + lease), or without one the
+//!   acquire's `invoke` + lease (the server started the lease after that). A holder that never
+//!   invoked a release (killed, or the run ended) holds to its lease end or the end of the run.
+//!   Two intervals of different acquisitions that intersect are a violation.
+//! - **Fencing tokens**: an acquisition that began after another one was acknowledged must get a
+//!   greater token.
+//! - **Fenced register**: a write accepted after another accepted write was acknowledged must
+//!   carry a greater token (a stale write accepted); every acknowledged write must be in the
+//!   register's final log (a lost write); the log's tokens strictly increase.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::history::{Event, Kind, NEMESIS, Op};
+
+/// The kinds of violation the checker finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    /// Two holders at once.
+    MutualExclusion,
+    /// A later acquisition got a token not greater than an earlier acknowledged one.
+    TokenOrder,
+    /// The register accepted a write whose token was not greater than an accepted one.
+    StaleWrite,
+    /// An acknowledged write is missing from the register.
+    LostWrite,
+}
+
+/// One violation, with the window of the history that shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    /// What was violated.
+    pub kind: ViolationKind,
+    /// One line saying how.
+    pub description: String,
+    /// The window's start (history time, ns).
+    pub from: u64,
+    /// The window's end.
+    pub to: u64,
+    /// The processes involved.
+    pub processes: Vec<String>,
+}
+
+/// What the checker found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Operations invoked by workers.
+    pub operations: usize,
+    /// Acquisitions acknowledged.
+    pub acquisitions: usize,
+    /// Writes the register acknowledged as accepted.
+    pub writes_accepted: usize,
+    /// Writes the register refused.
+    pub writes_refused: usize,
+    /// Writes invoked after the writer's lease had ended that the register still accepted: no
+    /// violation, as no newer token had reached it (the limit of fencing), but worth seeing.
+    pub late_writes_accepted: usize,
+    /// Writes invoked after the writer's lease had ended that the register refused.
+    pub late_writes_refused: usize,
+    /// Every violation.
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    /// The violation with the shortest window, if any.
+    pub fn shortest(&self) -> Option<&Violation> {
+        self.violations.iter().min_by_key(|v| v.to - v.from)
+    }
+
+    /// Violations counted by kind.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for v in &self.violations {
+            let name = serde_json::to_value(v.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            *counts.entry(name).or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+/// An operation: an invoke and its completion, if one was recorded.
+#[derive(Debug, Clone)]
+struct Operation {
+    process: String,
+    op: Op,
+    invoke: u64,
+    done: Option<(Kind, u64)>,
+    token: Option<u64>,
+    lease_ms: Option<u64>,
+    valid_until: Option<u64>,
+    write_id: Option<String>,
+}
+
+impl Operation {
+    /// An acquisition's lease end (see the module's documentation).
+    fn lease_end(&self) -> u64 {
+        let Some(ms) = self.lease_ms else {
+            return u64::MAX;
+        };
+        let lease = ms * 1_000_000;
+        match (self.valid_until, self.done_at()) {
+            (Some(until), Some(ok)) => until.min(ok.saturating_add(lease)),
+            _ => self.invoke.saturating_add(lease),
+        }
+    }
+
+    fn is_ok(&self) -> bool {
+        matches!(self.done, Some((Kind::Ok, _)))
+    }
+    fn done_at(&self) -> Option<u64> {
+        self.done.map(|(_, t)| t)
+    }
+}
+
+/// Pairs each process's invokes with their completions (a process runs one operation at a
+/// time). An invoke followed by another invoke of the same process stays incomplete.
+fn operations(history: &[Event]) -> Vec<Operation> {
+    let mut ops: Vec<Operation> = Vec::new();
+    let mut open: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in history.iter().filter(|e| e.process != NEMESIS) {
+        match e.kind {
+            Kind::Invoke => {
+                open.insert(&e.process, ops.len());
+                ops.push(Operation {
+                    process: e.process.clone(),
+                    op: e.op,
+                    invoke: e.time,
+                    done: None,
+                    token: e.token,
+                    lease_ms: e.lease_ms,
+                    valid_until: None,
+                    write_id: e.write_id.clone(),
+                });
+            }
+            kind => {
+                if let Some(i) = open.remove(e.process.as_str()) {
+                    let o = &mut ops[i];
+                    if o.op == e.op {
+                        o.done = Some((kind, e.time));
+                        if o.token.is_none() {
+                            o.token = e.token;
+                        }
+                        o.valid_until = e.valid_until;
+                    }
+                }
+            }
+        }
+    }
+    ops
+}
+
+/// When the acquisition `w` was made under was invoked (the process's last acquire before it).
+fn acquired_before(ops: &[Operation], w: &Operation) -> Option<u64> {
+    ops.iter()
+        .filter(|o| o.process == w.process && o.op == Op::Acquire && o.invoke < w.invoke)
+        .map(|o| o.invoke)
+        .max()
+}
+
+/// A holder's interval.
+#[derive(Debug, Clone)]
+struct Hold {
+    process: String,
+    token: Option<u64>,
+    acquire_invoke: u64,
+    start: u64,
+    end: u64,
+}
+
+fn holds(ops: &[Operation], end_of_run: u64) -> Vec<Hold> {
+    let mut holds = Vec::new();
+    for (i, o) in ops.iter().enumerate() {
+        if o.op != Op::Acquire || !o.is_ok() {
+            continue;
+        }
+        let start = o.done_at().unwrap_or(o.invoke);
+        let lease_end = o.lease_end();
+        // The process's next release, before its next acquire.
+        let release = ops[i + 1..]
+            .iter()
+            .filter(|n| n.process == o.process)
+            .take_while(|n| n.op != Op::Acquire)
+            .find(|n| n.op == Op::Release);
+        let end = match release {
+            Some(r) => r.invoke.min(lease_end),
+            None => end_of_run.min(lease_end),
+        };
+        holds.push(Hold {
+            process: o.process.clone(),
+            token: o.token,
+            acquire_invoke: o.invoke,
+            start,
+            end: end.max(start),
+        });
+    }
+    holds
+}
+
+fn fmt_token(t: Option<u64>) -> String {
+    t.map_or_else(|| "?".to_owned(), |t| t.to_string())
+}
+
+/// Checks `history`; `register_log` is the register's accepted writes in order (token, write
+/// id), `None` when it could not be read (the lost-write check is then skipped).
+pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Report {
+    let mut history = history.to_vec();
+    history.sort_by_key(|e| e.time);
+    let end_of_run = history.last().map_or(0, |e| e.time);
+    let ops = operations(&history);
+    let mut violations = Vec::new();
+
+    // Mutual exclusion.
+    let mut hs = holds(&ops, end_of_run);
+    hs.sort_by_key(|h| h.start);
+    for (i, a) in hs.iter().enumerate() {
+        for b in hs[i + 1..].iter().take_while(|b| b.start < a.end) {
+            if b.start < b.end {
+                violations.push(Violation {
+                    kind: ViolationKind::MutualExclusion,
+                    description: format!(
+                        "{} (token {}) and {} (token {}) both held the lock",
+                        a.process,
+                        fmt_token(a.token),
+                        b.process,
+                        fmt_token(b.token)
+                    ),
+                    from: a.acquire_invoke,
+                    to: a.end.min(b.end),
+                    processes: vec![a.process.clone(), b.process.clone()],
+                });
+            }
+        }
+    }
+
+    // Token order among acknowledged acquisitions.
+    let acquired: Vec<&Operation> = ops
+        .iter()
+        .filter(|o| o.op == Op::Acquire && o.is_ok() && o.token.is_some())
+        .collect();
+    for b in &acquired {
+        // The latest-acknowledged earlier acquisition with a token >= b's.
+        let witness = acquired
+            .iter()
+            .filter(|a| a.done_at().is_some_and(|t| t < b.invoke) && a.token >= b.token)
+            .max_by_key(|a| a.done_at());
+        if let Some(a) = witness {
+            violations.push(Violation {
+                kind: ViolationKind::TokenOrder,
+                description: format!(
+                    "{} got token {} after {} had been acknowledged token {}",
+                    b.process,
+                    fmt_token(b.token),
+                    a.process,
+                    fmt_token(a.token)
+                ),
+                from: a.invoke,
+                to: b.done_at().unwrap_or(b.invoke),
+                processes: vec![a.process.clone(), b.process.clone()],
+            });
+        }
+    }
+
+    // The fenced register, from the clients' side.
+    let accepted: Vec<&Operation> = ops
+        .iter()
+        .filter(|o| o.op == Op::Write && o.is_ok())
+        .collect();
+    for y in &accepted {
+        let witness = accepted
+            .iter()
+            .filter(|x| x.done_at().is_some_and(|t| t < y.invoke) && x.token >= y.token)
+            .max_by_key(|x| x.done_at());
+        if let Some(x) = witness {
+            violations.push(Violation {
+                kind: ViolationKind::StaleWrite,
+                description: format!(
+                    "the register accepted {}'s write with token {} after accepting {}'s with token {}",
+                    y.process,
+                    fmt_token(y.token),
+                    x.process,
+                    fmt_token(x.token)
+                ),
+                // From the stale writer's acquisition, to show how its token got old.
+                from: x.invoke.min(acquired_before(&ops, y).unwrap_or(y.invoke)),
+                to: y.done_at().unwrap_or(y.invoke),
+                processes: vec![x.process.clone(), y.process.clone()],
+            });
+        }
+    }
+
+    // The fenced register, from its own log.
+    if let Some(log) = register_log {
+        for pair in log.windows(2) {
+            if pair[1].0 <= pair[0].0 {
+                let (x, y) = (&pair[0], &pair[1]);
+                let find = |id: &str| ops.iter().find(|o| o.write_id.as_deref() == Some(id));
+                let (ox, oy) = (find(&x.1), find(&y.1));
+                violations.push(Violation {
+                    kind: ViolationKind::StaleWrite,
+                    description: format!(
+                        "the register's log has token {} ({}) after token {} ({})",
+                        y.0, y.1, x.0, x.1
+                    ),
+                    from: ox.map_or(0, |o| o.invoke),
+                    to: oy.and_then(Operation::done_at).unwrap_or(end_of_run),
+                    processes: [ox, oy]
+                        .iter()
+                        .flatten()
+                        .map(|o| o.process.clone())
+                        .collect(),
+                });
+            }
+        }
+        let logged: HashSet<&str> = log.iter().map(|(_, id)| id.as_str()).collect();
+        for w in &accepted {
+            let id = w.write_id.as_deref().unwrap_or("");
+            if !logged.contains(id) {
+                violations.push(Violation {
+                    kind: ViolationKind::LostWrite,
+                    description: format!(
+                        "{}'s write {id} with token {} was acknowledged but is not in the register",
+                        w.process,
+                        fmt_token(w.token)
+                    ),
+                    from: w.invoke,
+                    to: w.done_at().unwrap_or(w.invoke),
+                    processes: vec![w.process.clone()],
+                });
+            }
+        }
+    }
+
+    // Writes made after the writer's lease ended (a paused holder).
+    let (mut late_writes_accepted, mut late_writes_refused) = (0, 0);
+    for (i, w) in ops.iter().enumerate() {
+        if w.op != Op::Write {
+            continue;
+        }
+        let hold = ops[..i]
+            .iter()
+            .rev()
+            .filter(|o| o.process == w.process)
+            .find(|o| o.op == Op::Acquire);
+        if hold.is_some_and(|a| w.invoke > a.lease_end()) {
+            match w.done {
+                Some((Kind::Ok, _)) => late_writes_accepted += 1,
+                Some((Kind::Fail, _)) => late_writes_refused += 1,
+                _ => {}
+            }
+        }
+    }
+
+    Report {
+        late_writes_accepted,
+        late_writes_refused,
+        operations: ops.len(),
+        acquisitions: acquired.len(),
+        writes_accepted: accepted.len(),
+        writes_refused: ops
+            .iter()
+            .filter(|o| o.op == Op::Write && matches!(o.done, Some((Kind::Fail, _))))
+            .count(),
+        violations,
+    }
+}
+
+/// The violation as a timeline: every event of its processes and of the nemesis from the
+/// window's start to its end, times relative to `origin`.
+pub fn timeline(history: &[Event], v: &Violation, origin: u64) -> String {
+    let mut events: Vec<&Event> = history
+        .iter()
+        .filter(|e| e.time >= v.from && e.time <= v.to)
+        .filter(|e| e.process == NEMESIS || v.processes.contains(&e.process))
+        .collect();
+    events.sort_by_key(|e| e.time);
+    let mut out = format!("counterexample ({:?}): {}\n", v.kind, v.description);
+    for e in events {
+        let secs = e.time.saturating_sub(origin) as f64 / 1e9;
+        let what = format!("{:?}", e.op).to_lowercase();
+        let kind = format!("{:?}", e.kind).to_lowercase();
+        let mut line = format!("  {secs:>10.3}s  {:<8} {:<6} {:<8}", e.process, kind, what);
+        if let Some(t) = e.token {
+            let _ = write!(line, " token={t}");
+        }
+        if let Some(l) = e.lease_ms {
+            let _ = write!(line, " lease={l}ms");
+        }
+        if let Some(id) = &e.write_id {
+            let _ = write!(line, " id={id}");
+        }
+        if let Some(d) = &e.detail {
+            let _ = write!(line, " ({d})");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn ev(p: &str, ms: u64, kind: Kind, op: Op) -> Event {
+        Event::new(p, ms * MS, kind, op)
+    }
+
+    fn acquire(h: &mut Vec<Event>, p: &str, at: u64, ok_at: u64, token: u64, lease_ms: u64) {
+        let mut inv = ev(p, at, Kind::Invoke, Op::Acquire);
+        inv.lease_ms = Some(lease_ms);
+        h.push(inv);
+        h.push(ev(p, ok_at, Kind::Ok, Op::Acquire).token(token));
+    }
+
+    fn write(h: &mut Vec<Event>, p: &str, at: u64, done: u64, token: u64, kind: Kind) {
+        let mut inv = ev(p, at, Kind::Invoke, Op::Write).token(token);
+        inv.write_id = Some(format!("{p}-{at}"));
+        h.push(inv);
+        h.push(ev(p, done, kind, Op::Write));
+    }
+
+    fn release(h: &mut Vec<Event>, p: &str, at: u64, done: u64, kind: Kind) {
+        h.push(ev(p, at, Kind::Invoke, Op::Release));
+        h.push(ev(p, done, kind, Op::Release));
+    }
+
+    /// Two workers taking turns, each writing with its token.
+    fn clean() -> Vec<Event> {
+        let mut h = Vec::new();
+        acquire(&mut h, "c1", 0, 2, 1, 1000);
+        write(&mut h, "c1", 3, 4, 1, Kind::Ok);
+        acquire(&mut h, "c2", 1, 12, 2, 1000); // waits for c1
+        release(&mut h, "c1", 10, 11, Kind::Ok);
+        write(&mut h, "c2", 13, 14, 2, Kind::Ok);
+        release(&mut h, "c2", 20, 21, Kind::Ok);
+        h
+    }
+
+    fn log_of(h: &[Event]) -> Vec<(u64, String)> {
+        let ops = operations(h);
+        ops.iter()
+            .filter(|o| o.op == Op::Write && o.is_ok())
+            .map(|o| (o.token.unwrap_or(0), o.write_id.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn a_clean_history_has_no_violation() {
+        let h = clean();
+        let log = log_of(&h);
+        let r = check(&h, Some(&log));
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!(r.operations, 6);
+        assert_eq!(r.acquisitions, 2);
+        assert_eq!(r.writes_accepted, 2);
+    }
+
+    #[test]
+    fn an_overlap_is_found() {
+        let mut h = Vec::new();
+        acquire(&mut h, "c1", 0, 2, 1, 1000);
+        // The server restarted without the lock: c2 gets in while c1 still holds.
+        acquire(&mut h, "c2", 5, 6, 1, 1000);
+        release(&mut h, "c1", 10, 11, Kind::Fail);
+        release(&mut h, "c2", 20, 21, Kind::Ok);
+        let r = check(&h, None);
+        let me: Vec<_> = r
+            .violations
+            .iter()
+            .filter(|v| v.kind == ViolationKind::MutualExclusion)
+            .collect();
+        assert_eq!(me.len(), 1, "{:?}", r.violations);
+        assert_eq!(me[0].processes, ["c1", "c2"]);
+        assert_eq!((me[0].from, me[0].to), (0, 10 * MS));
+        // The token was issued again.
+        assert!(
+            r.violations
+                .iter()
+                .any(|v| v.kind == ViolationKind::TokenOrder)
+        );
+        let text = timeline(&h, r.shortest().unwrap(), 0);
+        assert!(text.contains("c2       ok     acquire  token=1"), "{text}");
+    }
+
+    #[test]
+    fn a_hold_ends_at_its_lease() {
+        let mut h = Vec::new();
+        // c1 is paused past its 100 ms lease; c2 gets in after it; c1 releases late.
+        acquire(&mut h, "c1", 0, 2, 1, 100);
+        acquire(&mut h, "c2", 50, 150, 2, 100);
+        release(&mut h, "c1", 400, 401, Kind::Fail);
+        release(&mut h, "c2", 200, 201, Kind::Ok);
+        assert!(check(&h, None).violations.is_empty());
+        // With a longer lease the same history overlaps.
+        h[0].lease_ms = Some(1000);
+        h[2].lease_ms = Some(1000);
+        assert_eq!(check(&h, None).violations.len(), 1);
+    }
+
+    #[test]
+    fn a_recorded_validity_deadline_ends_the_hold() {
+        let mut h = Vec::new();
+        // c1 waited 5 s for the lock (lease 1 s), so its lease began long after its invoke.
+        acquire(&mut h, "c1", 0, 5000, 1, 1000);
+        h[1].valid_until = Some(5900 * MS);
+        acquire(&mut h, "c2", 5800, 5950, 2, 1000);
+        release(&mut h, "c1", 6500, 6501, Kind::Fail);
+        release(&mut h, "c2", 6600, 6601, Kind::Ok);
+        assert!(check(&h, None).violations.is_empty());
+        // The deadline is what counts: a later one overlaps c2.
+        h[1].valid_until = Some(6000 * MS);
+        assert_eq!(check(&h, None).violations.len(), 1);
+        // And it is capped at ok + lease.
+        h[1].valid_until = Some(9000 * MS);
+        h[3].time = 6050 * MS;
+        assert!(
+            check(&h, None).violations.is_empty(),
+            "{:?}",
+            check(&h, None).violations
+        );
+    }
+
+    #[test]
+    fn a_holder_without_a_release_holds_to_its_lease_end_or_the_end_of_the_run() {
+        let mut h = Vec::new();
+        acquire(&mut h, "c1", 0, 2, 1, 1000);
+        // c1 never releases (killed); c2 gets in at 500 ms.
+        acquire(&mut h, "c2", 400, 500, 2, 1000);
+        release(&mut h, "c2", 600, 601, Kind::Ok);
+        assert_eq!(check(&h, None).violations.len(), 1);
+        // Past c1's lease it is fine.
+        h[2].time = 1100 * MS;
+        h[3].time = 1200 * MS;
+        h[4].time = 1300 * MS;
+        h[5].time = 1301 * MS;
+        assert!(check(&h, None).violations.is_empty());
+    }
+
+    #[test]
+    fn an_info_acquire_is_no_hold() {
+        let mut h = Vec::new();
+        let mut inv = ev("c1", 0, Kind::Invoke, Op::Acquire);
+        inv.lease_ms = Some(1000);
+        h.push(inv);
+        h.push(ev("c1", 5, Kind::Info, Op::Acquire).detail("timeout"));
+        acquire(&mut h, "c2", 6, 7, 1, 1000);
+        release(&mut h, "c2", 20, 21, Kind::Ok);
+        assert!(check(&h, None).violations.is_empty());
+    }
+
+    #[test]
+    fn a_stale_write_accepted_is_found_and_a_refused_one_is_not() {
+        let mut h = clean();
+        // c1 was paused and writes again with its old token after c2's write was acknowledged.
+        write(&mut h, "c1", 30, 31, 1, Kind::Fail);
+        let log = log_of(&h);
+        let r = check(&h, Some(&log));
+        assert!(r.violations.is_empty());
+        // c1's lease (1000 ms from 0) had not ended at 30 ms.
+        assert_eq!((r.late_writes_accepted, r.late_writes_refused), (0, 0));
+        h[0].lease_ms = Some(20);
+        assert_eq!(check(&h, Some(&log)).late_writes_refused, 1);
+        h[0].lease_ms = Some(1000);
+        let n = h.len();
+        h[n - 1].kind = Kind::Ok;
+        let r = check(&h, None);
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        assert_eq!(r.violations[0].kind, ViolationKind::StaleWrite);
+        // The register's own log out of order is found too.
+        let log = log_of(&h);
+        let r = check(&h, Some(&log));
+        assert_eq!(
+            r.counts().get("stale-write"),
+            Some(&2),
+            "{:?}",
+            r.violations
+        );
+    }
+
+    #[test]
+    fn a_lost_acknowledged_write_is_found() {
+        let h = clean();
+        let mut log = log_of(&h);
+        log.pop();
+        let r = check(&h, Some(&log));
+        assert_eq!(r.violations.len(), 1);
+        assert_eq!(r.violations[0].kind, ViolationKind::LostWrite);
+    }
+
+    #[test]
+    fn the_shortest_counterexample_is_chosen() {
+        let mut h = Vec::new();
+        acquire(&mut h, "c1", 0, 2, 1, 10_000);
+        acquire(&mut h, "c2", 100, 101, 2, 10_000);
+        release(&mut h, "c2", 5000, 5001, Kind::Ok);
+        acquire(&mut h, "c3", 6000, 6001, 3, 10_000);
+        release(&mut h, "c3", 6003, 6004, Kind::Ok);
+        acquire(&mut h, "c4", 6002, 6002, 4, 10_000);
+        release(&mut h, "c4", 6010, 6011, Kind::Ok);
+        release(&mut h, "c1", 9000, 9001, Kind::Ok);
+        let r = check(&h, None);
+        assert_eq!(
+            r.counts().get("mutual-exclusion"),
+            Some(&4),
+            "{:?}",
+            r.violations
+        );
+        let s = r.shortest().unwrap();
+        assert_eq!(s.processes, ["c3", "c4"]);
+    }
+}

@@ -1,0 +1,97 @@
+//! The recorded history: one JSON object a line, `invoke` then `ok` / `fail` / `info`.
+
+use serde::{Deserialize, Serialize};
+
+/// The process name the nemesis records its events under.
+pub const NEMESIS: &str = "nemesis";
+
+/// What an event says about its operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The operation starts.
+    Invoke,
+    /// It took effect.
+    Ok,
+    /// It certainly did not take effect.
+    Fail,
+    /// Its outcome is unknown (a timeout, a lost connection).
+    Info,
+}
+
+/// The operation an event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// Acquire the lock (with a fixed lease).
+    Acquire,
+    /// A fenced write to the register.
+    Write,
+    /// Release the lock.
+    Release,
+    /// A fault starts (`invoke`) or is healed (`ok`).
+    Nemesis,
+}
+
+/// One event of the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// `c1`, `c2`, … for workers, [`NEMESIS`] for faults.
+    pub process: String,
+    /// Nanoseconds on the host's monotonic clock ([`crate::clock::now_ns`]).
+    pub time: u64,
+    /// invoke / ok / fail / info.
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// The operation.
+    #[serde(rename = "f")]
+    pub op: Op,
+    /// The fencing token: of the acquisition (acquire ok) or sent with a write (write invoke).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+    /// The lock owner of an acquisition (acquire ok).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Until when the holder's own clock says its hold is valid (acquire ok), history time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<u64>,
+    /// The lease asked for (acquire invoke), in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// A write's unique id, as the register logs it (write invoke).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_id: Option<String>,
+    /// An error's text, or what a fault does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Event {
+    /// An event with no optional fields.
+    pub fn new(process: &str, time: u64, kind: Kind, op: Op) -> Event {
+        Event {
+            process: process.to_owned(),
+            time,
+            kind,
+            op,
+            token: None,
+            owner: None,
+            valid_until: None,
+            lease_ms: None,
+            write_id: None,
+            detail: None,
+        }
+    }
+
+    /// The same event with a token.
+    pub fn token(mut self, token: u64) -> Event {
+        self.token = Some(token);
+        self
+    }
+
+    /// The same event with a detail.
+    pub fn detail(mut self, detail: impl Into<String>) -> Event {
+        self.detail = Some(detail.into());
+        self
+    }
+}

@@ -1,0 +1,454 @@
+//! `keylatch-chaos`: runs keylatch's primitives in client processes, each in its own network
+//! namespace, against redis-servers in theirs, while a seeded nemesis partitions, pauses and
+//! kills; records every operation and checks the history.
+//!
+//! Exit status: 0 when the checker found no violation, 1 when it found one (the shortest
+//! counterexample is printed), 2 when the harness itself failed or was interrupted. The last
+//! line of output is `N violations in M operations`.
+
+mod checker;
+mod clock;
+mod history;
+mod nemesis;
+mod net;
+mod procs;
+mod run;
+mod worker;
+
+use std::fmt;
+use std::io::Write as _;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::json;
+
+use crate::nemesis::FaultSet;
+use crate::procs::Cleanup;
+
+/// A failure of the harness itself (exit status 2).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// A program the harness needs is not on PATH.
+    #[error("{0} is not installed (scripts/chaos.sh installs iproute2, nftables, faketime)")]
+    Missing(String),
+    /// A command failed.
+    #[error("command failed: {0}")]
+    Command(String),
+    /// An I/O or parsing failure.
+    #[error("i/o: {0}")]
+    Io(String),
+    /// SIGINT, SIGTERM or SIGHUP.
+    #[error("interrupted by {0}")]
+    Interrupted(&'static str),
+}
+
+/// The servers of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Topology {
+    /// One redis-server without persistence: a restart loses every lock.
+    Single,
+    /// One redis-server with `appendonly yes`, `appendfsync always`.
+    SingleAof,
+    /// One redis-server with `appendonly yes`, `appendfsync everysec`.
+    SingleAofEverysec,
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Topology::Single => "single",
+            Topology::SingleAof => "single-aof",
+            Topology::SingleAofEverysec => "single-aof-everysec",
+        })
+    }
+}
+
+/// What the workers do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Reentrant lock with a fixed lease and fencing; two fenced writes per hold.
+    Reentrant,
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("reentrant")
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "keylatch-chaos",
+    about = "Chaos runs for keylatch: network namespaces, a seeded nemesis, a checked history",
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Seed of the nemesis's schedule and of the workers' hold times.
+    #[arg(long, required = true)]
+    seed: Option<u64>,
+    /// How long the workload runs, in minutes (fractions allowed).
+    #[arg(long, default_value_t = 1.0)]
+    minutes: f64,
+    /// The servers.
+    #[arg(long, value_enum, default_value_t = Topology::Single)]
+    topology: Topology,
+    /// What the workers do.
+    #[arg(long, value_enum, default_value_t = Workload::Reentrant)]
+    workload: Workload,
+    /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client.
+    #[arg(long, default_value = "all")]
+    nemesis: FaultSet,
+    /// Worker processes.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(1..=50))]
+    workers: u8,
+    /// The lease of each acquisition, in milliseconds.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    lease_ms: u64,
+    /// The longest hold, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    max_hold_ms: u64,
+    /// Write a JSON summary here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the whole history here, one JSON event a line.
+    #[arg(long)]
+    history: Option<PathBuf>,
+    /// Panic this many seconds into the workload (tests that a panic cleans up).
+    #[arg(long, hide = true)]
+    panic_after: Option<f64>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Remove what earlier runs left behind: namespaces named klc-* (and their processes) and
+    /// temporary directories named keylatch-chaos-*. Do not use while a run is going on.
+    Cleanup {
+        /// Only this run's: its hex id, as in `klc-<id>-net` (or `klc-<id>`).
+        #[arg(long, value_parser = parse_run_id)]
+        run: Option<String>,
+    },
+    /// Check a history written with --history again (without the register's log, so without
+    /// the lost-write check). Exit status as for a run.
+    Check {
+        /// The history file, one JSON event a line.
+        history: PathBuf,
+    },
+    /// One client process (started by the harness inside its namespace).
+    #[command(hide = true)]
+    Worker {
+        /// The run's prefix (names the run's processes).
+        #[arg(long)]
+        run: String,
+        /// The harness's pid: the worker exits at once when its parent is another (the harness
+        /// died before the parent-death signal was set).
+        #[arg(long)]
+        harness_pid: u32,
+        #[arg(long)]
+        id: usize,
+        #[arg(long)]
+        server: String,
+        #[arg(long)]
+        oracle: String,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        deadline_ns: u64,
+        #[arg(long)]
+        lease_ms: u64,
+        #[arg(long)]
+        max_hold_ms: u64,
+    },
+    /// Wait until a redis server answers PING.
+    #[command(hide = true)]
+    Probe {
+        #[arg(long)]
+        url: String,
+    },
+    /// Print the register's log.
+    #[command(hide = true)]
+    DumpRegister {
+        #[arg(long)]
+        url: String,
+    },
+}
+
+fn parse_run_id(text: &str) -> Result<String, String> {
+    let id = text.strip_prefix(net::PREFIX).unwrap_or(text);
+    if id.is_empty() || id.len() > 8 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err("expected a run's hex id, as in klc-<id>-net".to_owned());
+    }
+    Ok(id.to_ascii_lowercase())
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+fn helper(work: impl Future<Output = Result<(), String>>) -> ExitCode {
+    match runtime()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(work))
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("keylatch-chaos: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Cleanup { run }) => {
+            for what in procs::cleanup_leftovers(run.as_deref()) {
+                println!("removed {what}");
+            }
+            ExitCode::SUCCESS
+        }
+        Some(Command::Worker {
+            run: _,
+            harness_pid,
+            id,
+            server,
+            oracle,
+            seed,
+            deadline_ns,
+            lease_ms,
+            max_hold_ms,
+        }) => {
+            if std::os::unix::process::parent_id() != harness_pid {
+                eprintln!("keylatch-chaos worker: the harness is gone");
+                return ExitCode::from(2);
+            }
+            helper(worker::worker(worker::WorkerArgs {
+                id,
+                server,
+                oracle,
+                seed,
+                deadline_ns,
+                lease_ms,
+                max_hold_ms,
+            }))
+        }
+        Some(Command::Probe { url }) => helper(worker::probe(&url, Duration::from_secs(10))),
+        Some(Command::DumpRegister { url }) => helper(worker::dump_register(&url)),
+        Some(Command::Check { history }) => check_file(&history),
+        None => harness(cli.run),
+    }
+}
+
+fn check_file(path: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("keylatch-chaos: cannot read {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut events = Vec::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        match serde_json::from_str::<history::Event>(line) {
+            Ok(e) => events.push(e),
+            Err(e) => {
+                eprintln!("keylatch-chaos: {} line {}: {e}", path.display(), n + 1);
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let report = checker::check(&events, None);
+    let origin = events.iter().map(|e| e.time).min().unwrap_or(0);
+    for (kind, n) in report.counts() {
+        say(format!("  {kind}: {n}"));
+    }
+    if let Some(v) = report.shortest() {
+        say(checker::timeline(&events, v, origin).trim_end().to_owned());
+    }
+    say(format!(
+        "{} violations in {} operations",
+        report.violations.len(),
+        report.operations
+    ));
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn say(line: String) {
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+}
+
+fn harness(args: RunArgs) -> ExitCode {
+    let Some(seed) = args.seed else {
+        eprintln!("keylatch-chaos: --seed is required");
+        return ExitCode::from(2);
+    };
+    if !(args.minutes > 0.0 && args.minutes <= 24.0 * 60.0) {
+        eprintln!("keylatch-chaos: --minutes must be above 0 and at most 1440");
+        return ExitCode::from(2);
+    }
+    let plan = run::Plan {
+        seed,
+        duration: Duration::from_secs_f64(args.minutes * 60.0),
+        topology: args.topology,
+        workload: args.workload,
+        nemesis: args.nemesis.clone(),
+        workers: usize::from(args.workers),
+        lease_ms: args.lease_ms,
+        max_hold_ms: args.max_hold_ms,
+        panic_after: args.panic_after.map(Duration::from_secs_f64),
+    };
+    let schedule = plan.schedule();
+    say(format!(
+        "keylatch-chaos --seed {seed} --minutes {} --topology {} --workload {} --nemesis {} \
+         --workers {} --lease-ms {} --max-hold-ms {}: {} faults scheduled",
+        args.minutes,
+        plan.topology,
+        plan.workload,
+        plan.nemesis,
+        plan.workers,
+        plan.lease_ms,
+        plan.max_hold_ms,
+        schedule.len()
+    ));
+
+    let cleanup = Cleanup::new();
+    let started = std::time::Instant::now();
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let rt = runtime().map_err(|e| HarnessError::Io(e.to_string()))?;
+        rt.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let sig = |k| signal(k).map_err(|e| HarnessError::Io(e.to_string()));
+            let (mut int, mut term, mut hup) = (
+                sig(SignalKind::interrupt())?,
+                sig(SignalKind::terminate())?,
+                sig(SignalKind::hangup())?,
+            );
+            tokio::select! {
+                r = run::run(&plan, &cleanup, &say) => r,
+                _ = int.recv() => Err(HarnessError::Interrupted("SIGINT")),
+                _ = term.recv() => Err(HarnessError::Interrupted("SIGTERM")),
+                _ = hup.recv() => Err(HarnessError::Interrupted("SIGHUP")),
+            }
+        })
+    }));
+    cleanup.run();
+    let collected = match outcome {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            eprintln!("keylatch-chaos: {e}; everything the run created was removed");
+            return ExitCode::from(2);
+        }
+        Err(_) => {
+            eprintln!(
+                "keylatch-chaos: the harness panicked; everything the run created was removed"
+            );
+            return ExitCode::from(2);
+        }
+    };
+
+    let report = checker::check(&collected.history, Some(&collected.register_log));
+    if report.acquisitions == 0 {
+        eprintln!("keylatch-chaos: no acquisition succeeded: the run shows nothing");
+        return ExitCode::from(2);
+    }
+    if let Some(path) = &args.history {
+        let mut text = String::new();
+        for e in &collected.history {
+            if let Ok(line) = serde_json::to_string(e) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("keylatch-chaos: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    let counterexample = report
+        .shortest()
+        .map(|v| checker::timeline(&collected.history, v, collected.origin));
+    let faults = collected
+        .history
+        .iter()
+        .filter(|e| e.process == history::NEMESIS && e.kind == history::Kind::Invoke)
+        .count();
+    say(format!(
+        "{} acquisitions, {} register writes accepted, {} refused; after the writer's lease: {} accepted, {} refused; {} faults injected, {} entries in the register's log",
+        report.acquisitions,
+        report.writes_accepted,
+        report.writes_refused,
+        report.late_writes_accepted,
+        report.late_writes_refused,
+        faults,
+        collected.register_log.len()
+    ));
+    for (kind, n) in report.counts() {
+        say(format!("  {kind}: {n}"));
+    }
+    if let Some(text) = &counterexample {
+        say(text.trim_end().to_owned());
+    }
+    if let Some(path) = &args.out {
+        let summary = json!({
+            "seed": seed,
+            "minutes": args.minutes,
+            "topology": plan.topology.to_string(),
+            "workload": plan.workload.to_string(),
+            "nemesis": plan.nemesis.to_string(),
+            "workers": plan.workers,
+            "lease_ms": plan.lease_ms,
+            "max_hold_ms": plan.max_hold_ms,
+            "elapsed_s": started.elapsed().as_secs_f64(),
+            "operations": report.operations,
+            "acquisitions": report.acquisitions,
+            "writes_accepted": report.writes_accepted,
+            "writes_refused": report.writes_refused,
+            "late_writes_accepted": report.late_writes_accepted,
+            "late_writes_refused": report.late_writes_refused,
+            "register_log_entries": collected.register_log.len(),
+            "faults_injected": faults,
+            "violations": report.violations.len(),
+            "violations_by_kind": report.counts(),
+            "counterexample": counterexample,
+            "schedule": schedule,
+        });
+        let text = serde_json::to_string_pretty(&summary).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("keylatch-chaos: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    say(format!(
+        "{} violations in {} operations",
+        report.violations.len(),
+        report.operations
+    ));
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,203 @@
+//! The nemesis's schedule, drawn from the seed alone, so a seed replays the same faults.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// The faults this slice knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// nftables drops between some workers and the server.
+    Partition,
+    /// nftables drops a share of the packets between some workers and the server.
+    Loss,
+    /// SIGSTOP the server, SIGCONT after.
+    PauseServer,
+    /// SIGKILL the server, start it again after (its data survives only with persistence).
+    Kill,
+    /// SIGSTOP one worker for longer than the lease, SIGCONT after: the worker holding the
+    /// lock at that moment, else the scheduled one.
+    PauseClient,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::Partition,
+        FaultKind::Loss,
+        FaultKind::PauseServer,
+        FaultKind::Kill,
+        FaultKind::PauseClient,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            FaultKind::Partition => "partition",
+            FaultKind::Loss => "loss",
+            FaultKind::PauseServer => "pause-server",
+            FaultKind::Kill => "kill",
+            FaultKind::PauseClient => "pause-client",
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A comma-separated list of fault kinds, `all` or `none`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultSet(pub Vec<FaultKind>);
+
+impl FromStr for FaultSet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "all" => return Ok(FaultSet(FaultKind::ALL.to_vec())),
+            "none" => return Ok(FaultSet(Vec::new())),
+            _ => {}
+        }
+        let mut kinds = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            let kind = FaultKind::ALL
+                .into_iter()
+                .find(|k| k.name() == part)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown fault {part:?}: expected all, none or a list of partition, loss, pause-server, kill, pause-client"
+                    )
+                })?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        Ok(FaultSet(kinds))
+    }
+}
+
+impl fmt::Display for FaultSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        let names: Vec<&str> = self.0.iter().map(|k| k.name()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// One fault of the schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Step {
+    /// When it starts, from the start of the workload (ms).
+    pub at_ms: u64,
+    /// What.
+    pub kind: FaultKind,
+    /// How long until it is healed (for a kill: how long the server stays down).
+    pub duration_ms: u64,
+    /// The workers it targets (1-based; partition, loss, pause-client).
+    pub workers: Vec<usize>,
+    /// The share of packets dropped (loss), in percent.
+    pub loss_percent: u8,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} for {} ms", self.kind, self.duration_ms)?;
+        if !self.workers.is_empty() {
+            let ws: Vec<String> = self.workers.iter().map(|w| format!("c{w}")).collect();
+            write!(f, " on {}", ws.join(","))?;
+        }
+        if self.kind == FaultKind::Loss {
+            write!(f, " dropping {}%", self.loss_percent)?;
+        }
+        Ok(())
+    }
+}
+
+/// The schedule for `total_ms` of workload with `workers` workers and leases of `lease_ms`:
+/// faults one at a time, 1–4 s apart, none in the first 2 s or the last 3 s.
+pub fn schedule(
+    seed: u64,
+    total_ms: u64,
+    workers: usize,
+    lease_ms: u64,
+    kinds: &FaultSet,
+) -> Vec<Step> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut steps = Vec::new();
+    if kinds.0.is_empty() || workers == 0 {
+        return steps;
+    }
+    let mut t = 2_000;
+    loop {
+        let kind = kinds.0[rng.usize(..kinds.0.len())];
+        let (duration_ms, targets) = match kind {
+            FaultKind::Partition | FaultKind::Loss => {
+                let n = rng.usize(1..=workers);
+                let mut all: Vec<usize> = (1..=workers).collect();
+                rng.shuffle(&mut all);
+                let mut some = all[..n].to_vec();
+                some.sort_unstable();
+                (rng.u64(1_000..=5_000), some)
+            }
+            FaultKind::PauseServer => (rng.u64(500..=3_000), Vec::new()),
+            FaultKind::Kill => (rng.u64(100..=1_000), Vec::new()),
+            FaultKind::PauseClient => (
+                lease_ms + rng.u64(500..=2_500),
+                vec![rng.usize(1..=workers)],
+            ),
+        };
+        let loss_percent = if kind == FaultKind::Loss {
+            rng.u8(20..=60)
+        } else {
+            0
+        };
+        if t + duration_ms + 3_000 > total_ms {
+            break;
+        }
+        steps.push(Step {
+            at_ms: t,
+            kind,
+            duration_ms,
+            workers: targets,
+            loss_percent,
+        });
+        t += duration_ms + rng.u64(1_000..=4_000);
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_gives_the_same_schedule_and_another_seed_another() {
+        let all: FaultSet = "all".parse().unwrap();
+        let a = schedule(7, 120_000, 5, 3_000, &all);
+        assert_eq!(a, schedule(7, 120_000, 5, 3_000, &all));
+        assert_ne!(a, schedule(8, 120_000, 5, 3_000, &all));
+        assert!(a.len() > 10);
+        // In bounds, one at a time.
+        for w in a.windows(2) {
+            assert!(w[0].at_ms + w[0].duration_ms < w[1].at_ms);
+        }
+        let last = a.last().unwrap();
+        assert!(last.at_ms + last.duration_ms + 3_000 <= 120_000);
+    }
+
+    #[test]
+    fn fault_sets_parse() {
+        let s: FaultSet = "kill,partition,kill".parse().unwrap();
+        assert_eq!(s.0, [FaultKind::Kill, FaultKind::Partition]);
+        assert_eq!(s.to_string(), "kill,partition");
+        assert!("none".parse::<FaultSet>().unwrap().0.is_empty());
+        assert!("kill,clock".parse::<FaultSet>().is_err());
+        let only_kills = schedule(1, 60_000, 3, 3_000, &"kill".parse().unwrap());
+        assert!(only_kills.iter().all(|s| s.kind == FaultKind::Kill));
+    }
+}

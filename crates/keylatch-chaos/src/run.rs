@@ -1,0 +1,421 @@
+//! The harness: builds the namespaces, starts the servers and the workers, plays the
+//! nemesis's schedule, collects the history and the register's log.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::AsyncBufReadExt as _;
+use tokio::process::Child;
+
+use crate::clock::now_ns;
+use crate::history::{Event, Kind, NEMESIS, Op};
+use crate::nemesis::{self, FaultKind, FaultSet, Step};
+use crate::net::{self, Network, Node};
+use crate::procs::{self, Cleanup};
+use crate::{HarnessError, Topology, Workload};
+
+/// What a run is asked to do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The seed of the schedule and of the workers' hold times.
+    pub seed: u64,
+    /// How long the workload runs.
+    pub duration: Duration,
+    /// The servers.
+    pub topology: Topology,
+    /// What the workers do.
+    pub workload: Workload,
+    /// The faults the nemesis may inject.
+    pub nemesis: FaultSet,
+    /// How many worker processes.
+    pub workers: usize,
+    /// The lease of each acquisition.
+    pub lease_ms: u64,
+    /// The longest hold.
+    pub max_hold_ms: u64,
+    /// Panic this long into the workload (tests the cleanup).
+    pub panic_after: Option<Duration>,
+}
+
+impl Plan {
+    /// The nemesis's schedule for this plan.
+    pub fn schedule(&self) -> Vec<Step> {
+        nemesis::schedule(
+            self.seed,
+            self.duration.as_millis() as u64,
+            self.workers,
+            self.lease_ms,
+            &self.nemesis,
+        )
+    }
+}
+
+/// What a run collected.
+#[derive(Debug)]
+pub struct Collected {
+    /// Every event, workers' and nemesis's.
+    pub history: Vec<Event>,
+    /// The register's accepted writes, in order.
+    pub register_log: Vec<(u64, String)>,
+    /// When the workload started (history time).
+    pub origin: u64,
+}
+
+/// A redis-server in its namespace, which the nemesis may stop, kill and start again.
+struct Redis {
+    node: Node,
+    program: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    pid: i32,
+}
+
+impl Redis {
+    fn new(node: Node, program: &Path, dir: &Path, persistence: Option<&str>) -> Redis {
+        let dir = dir.join(&node.name);
+        let _ = std::fs::create_dir_all(&dir);
+        let mut args: Vec<String> = [
+            "--bind",
+            &node.ip,
+            "--port",
+            "6379",
+            "--protected-mode",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            &dir.to_string_lossy(),
+            "--logfile",
+            "redis.log",
+            "--save",
+            "",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        match persistence {
+            Some(fsync) => {
+                args.extend(["--appendonly", "yes", "--appendfsync", fsync].map(str::to_owned))
+            }
+            None => args.extend(["--appendonly", "no"].map(str::to_owned)),
+        }
+        Redis {
+            node,
+            program: program.to_owned(),
+            args,
+            child: None,
+            pid: 0,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://{}:6379", self.node.ip)
+    }
+
+    async fn start(&mut self, cleanup: &Cleanup, me: &Path) -> Result<(), HarnessError> {
+        let child = procs::spawn_in(&self.node.ns, &self.program, &self.args, Stdio::null())?;
+        self.pid = child.id().map_or(0, |p| p as i32);
+        cleanup.pid(self.pid);
+        self.child = Some(child);
+        helper(&self.node.ns, me, &["probe", "--url", &self.url()]).await?;
+        Ok(())
+    }
+
+    async fn kill(&mut self, cleanup: &Cleanup) {
+        procs::kill_hard(self.pid);
+        if let Some(mut c) = self.child.take()
+            && let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), c.wait()).await
+        {
+            cleanup.forget_pid(self.pid);
+        }
+    }
+}
+
+/// Runs this binary's helper subcommand inside `ns`; returns its stdout.
+async fn helper(ns: &str, me: &Path, args: &[&str]) -> Result<String, HarnessError> {
+    let run = tokio::process::Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(me)
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .map_err(|_| HarnessError::Command(format!("{} in {ns}: no end within 30 s", args[0])))?
+        .map_err(|e| HarnessError::Command(format!("{} in {ns}: {e}", args[0])))?;
+    if !out.status.success() {
+        return Err(HarnessError::Command(format!(
+            "{} in {ns}: {}",
+            args[0],
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Finds `program` on PATH.
+pub fn find_program(program: &str) -> Result<PathBuf, HarnessError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .ok_or_else(|| HarnessError::Missing(program.to_owned()))
+}
+
+/// The worker (1-based) whose last lock event is an acknowledged acquire, if any.
+fn current_holder(history: &[Event], workers: usize) -> Option<usize> {
+    (1..=workers).find(|i| {
+        let name = format!("c{i}");
+        history
+            .iter()
+            .rev()
+            .filter(|e| e.process == name && matches!(e.op, Op::Acquire | Op::Release))
+            .find(|e| e.kind != Kind::Invoke || e.op == Op::Release)
+            .is_some_and(|e| e.op == Op::Acquire && e.kind == Kind::Ok)
+    })
+}
+
+struct Worker {
+    node: Node,
+    child: Child,
+    pid: i32,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+/// Runs `plan`, reporting progress with `say`.
+///
+/// # Errors
+/// A [`HarnessError`] when the harness itself fails (a missing program, a command that fails,
+/// a server that does not come up).
+///
+/// # Cancel safety
+/// Not cancel safe on its own: dropping it leaves processes and namespaces behind until
+/// `cleanup` runs (the caller always runs it).
+pub async fn run(
+    plan: &Plan,
+    cleanup: &Cleanup,
+    say: &dyn Fn(String),
+) -> Result<Collected, HarnessError> {
+    let me = std::env::current_exe().map_err(|e| HarnessError::Io(e.to_string()))?;
+    for program in ["ip", "nft", "setpriv"] {
+        find_program(program)?;
+    }
+    let redis_server = find_program("redis-server")?;
+    let Workload::Reentrant = plan.workload;
+
+    let id = format!("{:x}", std::process::id());
+    let prefix = format!("{}{id}", net::PREFIX);
+    let dir = std::env::temp_dir().join(format!("{}{id}", procs::DIR_PREFIX));
+    cleanup.dir(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| HarnessError::Io(e.to_string()))?;
+
+    cleanup.namespace(&format!("{prefix}-net"));
+    let network = Network::create(&prefix)?;
+    let add = |name: &str, host: u8| {
+        cleanup.namespace(&network.ns_of(name));
+        network.add_node(name, host)
+    };
+    let oracle_node = add("oracle", 2)?;
+    let server_node = add("s1", 10)?;
+    let mut client_nodes = Vec::new();
+    for i in 1..=plan.workers {
+        client_nodes.push(add(&format!("c{i}"), 100 + i as u8)?);
+    }
+    say(format!(
+        "network: namespaces {prefix}-*, bridge klc0, {}.0/24",
+        net::SUBNET
+    ));
+
+    let mut oracle = Redis::new(oracle_node, &redis_server, &dir, None);
+    oracle.start(cleanup, &me).await?;
+    let persistence = match plan.topology {
+        Topology::Single => None,
+        Topology::SingleAof => Some("always"),
+        Topology::SingleAofEverysec => Some("everysec"),
+    };
+    let mut server = Redis::new(server_node, &redis_server, &dir, persistence);
+    server.start(cleanup, &me).await?;
+    say(format!(
+        "servers up: lock server {} ({}), register oracle {}",
+        server.url(),
+        plan.topology,
+        oracle.url()
+    ));
+
+    let history: Arc<Mutex<Vec<Event>>> = Arc::new(Mutex::new(Vec::new()));
+    let origin = now_ns();
+    let deadline = origin + plan.duration.as_nanos() as u64;
+    let mut workers = Vec::new();
+    for (i, node) in client_nodes.iter().enumerate() {
+        let args: Vec<String> = [
+            "worker".to_owned(),
+            format!("--run={prefix}"),
+            format!("--harness-pid={}", std::process::id()),
+            format!("--id={}", i + 1),
+            format!("--server={}", server.url()),
+            format!("--oracle={}", oracle.url()),
+            format!("--seed={}", plan.seed),
+            format!("--deadline-ns={deadline}"),
+            format!("--lease-ms={}", plan.lease_ms),
+            format!("--max-hold-ms={}", plan.max_hold_ms),
+        ]
+        .into();
+        let mut child = procs::spawn_in(&node.ns, &me, &args, Stdio::piped())?;
+        let pid = child.id().map_or(0, |p| p as i32);
+        cleanup.pid(pid);
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| HarnessError::Io("no worker stdout".to_owned()))?;
+        let sink = Arc::clone(&history);
+        let reader = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(e) = serde_json::from_str::<Event>(&line)
+                    && let Ok(mut h) = sink.lock()
+                {
+                    h.push(e);
+                }
+            }
+        });
+        workers.push(Worker {
+            node: node.clone(),
+            child,
+            pid,
+            reader,
+        });
+    }
+    say(format!("{} workers started", workers.len()));
+
+    let record = |kind: Kind, detail: String| {
+        if let Ok(mut h) = history.lock() {
+            h.push(Event::new(NEMESIS, now_ns(), kind, Op::Nemesis).detail(detail));
+        }
+    };
+    let sleep_until = |t: u64| {
+        let now = now_ns();
+        tokio::time::sleep(Duration::from_nanos(t.saturating_sub(now)))
+    };
+    for step in plan.schedule() {
+        sleep_until(origin + step.at_ms * 1_000_000).await;
+        if let Some(after) = plan.panic_after
+            && now_ns() - origin >= after.as_nanos() as u64
+        {
+            panic!("deliberate panic {after:?} into the run (--panic-after)");
+        }
+        let secs = (now_ns() - origin) as f64 / 1e9;
+        say(format!("{secs:8.3}s nemesis: {step}"));
+        record(Kind::Invoke, step.to_string());
+        let hold = Duration::from_millis(step.duration_ms);
+        let targets: Vec<&Worker> = step.workers.iter().map(|w| &workers[w - 1]).collect();
+        match step.kind {
+            FaultKind::Partition | FaultKind::Loss => {
+                let percent = if step.kind == FaultKind::Loss {
+                    step.loss_percent
+                } else {
+                    100
+                };
+                for w in &targets {
+                    net::cut(&w.node, &server.node.ip, percent)?;
+                }
+                tokio::time::sleep(hold).await;
+                for w in &targets {
+                    net::heal(&w.node);
+                }
+            }
+            FaultKind::PauseServer => {
+                procs::signal(server.pid, Signal::SIGSTOP);
+                tokio::time::sleep(hold).await;
+                procs::signal(server.pid, Signal::SIGCONT);
+            }
+            FaultKind::Kill => {
+                server.kill(cleanup).await;
+                tokio::time::sleep(hold).await;
+                server.start(cleanup, &me).await?;
+            }
+            FaultKind::PauseClient => {
+                // The current holder if there is one (a paused waiter shows little), else the
+                // scheduled worker.
+                let holder = history
+                    .lock()
+                    .ok()
+                    .and_then(|h| current_holder(&h, workers.len()));
+                let targets: Vec<&Worker> = match holder {
+                    Some(i) => vec![&workers[i - 1]],
+                    None => targets,
+                };
+                record(
+                    Kind::Info,
+                    format!(
+                        "pausing {}",
+                        targets
+                            .iter()
+                            .map(|w| w.node.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                );
+                for w in &targets {
+                    procs::signal(w.pid, Signal::SIGSTOP);
+                }
+                tokio::time::sleep(hold).await;
+                for w in &targets {
+                    procs::signal(w.pid, Signal::SIGCONT);
+                }
+            }
+        }
+        record(Kind::Ok, format!("healed {}", step.kind));
+    }
+    sleep_until(deadline).await;
+    if let Some(after) = plan.panic_after {
+        panic!("deliberate panic {after:?} into the run (--panic-after)");
+    }
+
+    // Every worker finishes its last operation: a lease, a wait bound and a release at most.
+    let grace = Duration::from_millis(plan.lease_ms) + Duration::from_secs(15);
+    let mut failed = Vec::new();
+    for w in &mut workers {
+        match tokio::time::timeout(grace, w.child.wait()).await {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => failed.push(format!("{} exited with {status}", w.node.name)),
+            Ok(Err(e)) => failed.push(format!("{}: {e}", w.node.name)),
+            Err(_) => {
+                say(format!("{} did not stop; killed", w.node.name));
+                procs::kill_hard(w.pid);
+                let _ = tokio::time::timeout(Duration::from_secs(5), w.child.wait()).await;
+            }
+        }
+        cleanup.forget_pid(w.pid);
+    }
+    if !failed.is_empty() {
+        return Err(HarnessError::Command(format!(
+            "workers failed: {}",
+            failed.join("; ")
+        )));
+    }
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), w.reader).await;
+    }
+
+    let dump = helper(
+        &oracle.node.ns,
+        &me,
+        &["dump-register", "--url", &oracle.url()],
+    )
+    .await?;
+    let register_log: Vec<(u64, String)> = serde_json::from_str(dump.trim())
+        .map_err(|e| HarnessError::Io(format!("the register's log: {e}")))?;
+    server.kill(cleanup).await;
+    oracle.kill(cleanup).await;
+
+    let history = history.lock().map(|h| h.clone()).unwrap_or_default();
+    Ok(Collected {
+        history,
+        register_log,
+        origin,
+    })
+}

@@ -1,0 +1,250 @@
+//! The `worker` subcommand: one client process of the `reentrant` workload, and the small
+//! helpers the harness runs inside namespaces (`probe`, `dump-register`).
+
+use std::time::Duration;
+
+use keylatch::redis::{self, AsyncCommands as _};
+use keylatch::{Client, Config};
+
+use crate::clock::now_ns;
+use crate::history::{Event, Kind, Op};
+
+/// The lock every worker contends for.
+pub const LOCK: &str = "klc-lock";
+/// The register's value (the last accepted token) on the oracle.
+pub const REGISTER: &str = "klc:register";
+/// The register's log of accepted writes, `"<token> <write id>"`, in order.
+pub const REGISTER_LOG: &str = "klc:register:log";
+
+/// The fenced register: accepts a write only if its token is greater than the last accepted
+/// one, and logs it.
+const REGISTER_LUA: &str = r"
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+local token = tonumber(ARGV[1])
+if token > last then
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ' .. ARGV[2])
+  return 1
+end
+return 0
+";
+
+/// How long the register's oracle gets to answer.
+const ORACLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A worker's settings (see the `worker` subcommand).
+#[derive(Debug, Clone)]
+pub struct WorkerArgs {
+    /// 1-based; the process is `c<id>`.
+    pub id: usize,
+    /// The lock server's URL.
+    pub server: String,
+    /// The register's URL.
+    pub oracle: String,
+    /// The run's seed.
+    pub seed: u64,
+    /// When to stop starting operations (host monotonic ns).
+    pub deadline_ns: u64,
+    /// The lease of each acquisition.
+    pub lease_ms: u64,
+    /// The longest hold.
+    pub max_hold_ms: u64,
+}
+
+fn emit(e: &Event) {
+    if let Ok(line) = serde_json::to_string(e) {
+        println!("{line}");
+    }
+}
+
+struct Register {
+    url: String,
+    conn: Option<redis::aio::MultiplexedConnection>,
+    script: redis::Script,
+}
+
+impl Register {
+    async fn connection(&mut self) -> Result<redis::aio::MultiplexedConnection, String> {
+        if let Some(c) = &self.conn {
+            return Ok(c.clone());
+        }
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| e.to_string())?;
+        let conn = tokio::time::timeout(ORACLE_TIMEOUT, client.get_multiplexed_async_connection())
+            .await
+            .map_err(|_| "connect timed out".to_owned())?
+            .map_err(|e| e.to_string())?;
+        self.conn = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// `Ok(true)` accepted, `Ok(false)` refused, `Err` unknown.
+    async fn write(&mut self, token: u64, id: &str) -> Result<bool, String> {
+        let mut conn = self.connection().await?;
+        let mut call = self.script.key(REGISTER);
+        call.key(REGISTER_LOG).arg(token).arg(id);
+        match tokio::time::timeout(ORACLE_TIMEOUT, call.invoke_async::<i64>(&mut conn)).await {
+            Ok(Ok(n)) => Ok(n == 1),
+            Ok(Err(e)) => {
+                self.conn = None;
+                Err(e.to_string())
+            }
+            Err(_) => {
+                self.conn = None;
+                Err("timed out".to_owned())
+            }
+        }
+    }
+}
+
+/// Runs the worker until its deadline; every operation goes to stdout as JSON lines.
+///
+/// # Errors
+/// The lock server could not be reached before the deadline, or the configuration is invalid.
+///
+/// # Cancel safety
+/// Not meant to be cancelled: the process ends with it.
+pub async fn worker(args: WorkerArgs) -> Result<(), String> {
+    let me = format!("c{}", args.id);
+    let config = Config::builder()
+        .url(args.server.clone())
+        .connect_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let client = loop {
+        match Client::connect_with(config.clone()).await {
+            Ok(c) => break c,
+            Err(e) if now_ns() >= args.deadline_ns => return Err(e.to_string()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let lock = client.lock(LOCK).with_fencing(true);
+    let mut register = Register {
+        url: args.oracle.clone(),
+        conn: None,
+        script: redis::Script::new(REGISTER_LUA),
+    };
+    let mut rng =
+        fastrand::Rng::with_seed(args.seed ^ (args.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let lease = Duration::from_millis(args.lease_ms);
+    let mut writes = 0u64;
+    while now_ns() < args.deadline_ns {
+        let mut invoke = Event::new(&me, now_ns(), Kind::Invoke, Op::Acquire);
+        invoke.lease_ms = Some(args.lease_ms);
+        emit(&invoke);
+        let guard = match lock.try_lock_for(Duration::from_secs(3), Some(lease)).await {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                emit(
+                    &Event::new(&me, now_ns(), Kind::Fail, Op::Acquire).detail("wait bound passed"),
+                );
+                continue;
+            }
+            Err(e) => {
+                emit(&Event::new(&me, now_ns(), Kind::Info, Op::Acquire).detail(e.to_string()));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let mut ok = Event::new(&me, now_ns(), Kind::Ok, Op::Acquire);
+        ok.token = guard.fencing_token();
+        ok.owner = Some(guard.owner_id().to_string());
+        ok.valid_until = guard.valid_until().map(|until| {
+            ok.time
+                + until
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .as_nanos() as u64
+        });
+        emit(&ok);
+        // One fenced write in the middle of the hold: a holder paused before it writes with a
+        // token that may be stale by then.
+        let hold = rng.u64(0..=args.max_hold_ms);
+        let before = rng.u64(0..=hold);
+        tokio::time::sleep(Duration::from_millis(before)).await;
+        if let Some(token) = guard.fencing_token() {
+            writes += 1;
+            let id = format!("{me}-{writes}");
+            let mut inv = Event::new(&me, now_ns(), Kind::Invoke, Op::Write).token(token);
+            inv.write_id = Some(id.clone());
+            emit(&inv);
+            let done = match register.write(token, &id).await {
+                Ok(true) => Event::new(&me, now_ns(), Kind::Ok, Op::Write),
+                Ok(false) => Event::new(&me, now_ns(), Kind::Fail, Op::Write).detail("refused"),
+                Err(e) => Event::new(&me, now_ns(), Kind::Info, Op::Write).detail(e),
+            };
+            emit(&done);
+        }
+        tokio::time::sleep(Duration::from_millis(hold - before)).await;
+        emit(&Event::new(&me, now_ns(), Kind::Invoke, Op::Release));
+        let done = match guard.unlock().await {
+            Ok(()) => Event::new(&me, now_ns(), Kind::Ok, Op::Release),
+            Err(e @ keylatch::Error::NotHeld { .. }) => {
+                Event::new(&me, now_ns(), Kind::Fail, Op::Release).detail(e.to_string())
+            }
+            Err(e) => Event::new(&me, now_ns(), Kind::Info, Op::Release).detail(e.to_string()),
+        };
+        emit(&done);
+        tokio::time::sleep(Duration::from_millis(rng.u64(0..=50))).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
+    Ok(())
+}
+
+/// Waits until the server at `url` answers PING, at most `timeout`.
+///
+/// # Errors
+/// A bad URL, or no answer within `timeout`.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn probe(url: &str, timeout: Duration) -> Result<(), String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let start = std::time::Instant::now();
+    loop {
+        let attempt = async {
+            let mut c = client.get_multiplexed_async_connection().await?;
+            redis::cmd("PING").query_async::<String>(&mut c).await
+        };
+        match tokio::time::timeout(Duration::from_millis(500), attempt).await {
+            Ok(Ok(_)) => return Ok(()),
+            _ if start.elapsed() >= timeout => {
+                return Err(format!("no answer from {url} within {timeout:?}"));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Prints the register's log as a JSON array of `[token, write id]`.
+///
+/// # Errors
+/// A bad URL, an oracle that does not answer within 2 s, an entry that is not `<token> <id>`.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn dump_register(url: &str) -> Result<(), String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let work = async {
+        let mut c = client.get_multiplexed_async_connection().await?;
+        c.lrange::<_, Vec<String>>(REGISTER_LOG, 0, -1).await
+    };
+    let entries = tokio::time::timeout(ORACLE_TIMEOUT, work)
+        .await
+        .map_err(|_| "the oracle did not answer".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let mut log = Vec::new();
+    for entry in entries {
+        let (token, id) = entry
+            .split_once(' ')
+            .ok_or_else(|| format!("bad register entry {entry:?}"))?;
+        let token: u64 = token
+            .parse()
+            .map_err(|_| format!("bad register entry {entry:?}"))?;
+        log.push((token, id.to_owned()));
+    }
+    println!(
+        "{}",
+        serde_json::to_string(&log).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
