@@ -58,4 +58,5 @@ ensure_component() { # <cargo subcommand> <rustup component>
 ensure_component fmt rustfmt
 ensure_component clippy clippy
 
+"$(dirname "${BASH_SOURCE[0]}")/setup-zookeeper.sh" # ZooKeeper (Java) for the ZooKeeper tests
 log "setup complete"

@@ -103,12 +103,14 @@ mod sentinel;
 mod server;
 mod support;
 mod tls;
+mod zookeeper;
 
 pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};
 pub use tls::{ClientAuth, TlsFiles};
+pub use zookeeper::{ZooKeeperEnsemble, ZooKeeperServer, zookeeper_available};
 
 use std::path::Path;
 
