@@ -13,6 +13,7 @@ mod nemesis;
 mod net;
 mod procs;
 mod run;
+mod signals;
 mod worker;
 
 use std::fmt;

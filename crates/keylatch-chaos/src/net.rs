@@ -198,7 +198,7 @@ pub fn delete_namespace(ns: &str) {
             break;
         }
         for pid in pids {
-            crate::procs::kill_hard(pid);
+            crate::signals::kill_hard(pid);
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

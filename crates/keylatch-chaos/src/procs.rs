@@ -4,26 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Mutex;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::HarnessError;
 use crate::net;
-
-/// Sends `signal` to `pid`, ignoring a process that is gone. Never to a pid of 0 or less (a
-/// process group).
-pub fn signal(pid: i32, signal: Signal) {
-    if pid > 0 {
-        let _ = kill(Pid::from_raw(pid), signal);
-    }
-}
-
-/// SIGCONT (a stopped process would not die) then SIGKILL.
-pub fn kill_hard(pid: i32) {
-    signal(pid, Signal::SIGCONT);
-    signal(pid, Signal::SIGKILL);
-}
+pub use crate::signals::{kill_hard, signal};
 
 /// Starts `program args` inside namespace `ns`, with SIGKILL as its parent-death signal (the
 /// harness runs on one thread, so that is the harness's death). `ip netns exec` and `setpriv`
