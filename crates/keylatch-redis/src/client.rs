@@ -12,12 +12,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::commands::Commands;
-use crate::config::Config;
+use crate::connection::commands::Commands;
+use crate::connection::config::Config;
+use crate::connection::script::{LuaScript, ScriptCall};
+use crate::connection::topology::Topology;
+use crate::connection::transport::{self, Endpoint};
 use crate::pubsub::PubSubHub;
-use crate::script::{LuaScript, ScriptCall};
-use crate::topology::Topology;
-use crate::transport::{self, Endpoint};
 
 /// A connection to one Redis server, shared by every lock made from it. Cheap to clone.
 ///

@@ -33,30 +33,23 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod client;
-mod cluster;
-mod commands;
-mod config;
 mod connection;
 mod error;
 mod keys;
 mod pubsub;
 mod renewal;
-mod script;
-mod tls;
-mod topology;
-mod transport;
 mod wait;
 
 pub use client::{Client, ClientStats};
-pub use commands::COALESCE_AFTER;
-pub use config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
-pub use connection::Connection;
+pub use connection::app::Connection;
+pub use connection::commands::COALESCE_AFTER;
+pub use connection::config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
+pub use connection::script::{LuaScript, NEXT_TOKEN, ScriptCall};
+pub use connection::tls::TlsConfig;
 pub use error::{RedisResultExt, from_pool, from_redis, from_redis_key};
 pub use keys::{prefixed, suffixed, validate_name, validate_name_with};
 pub use pubsub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
 pub use renewal::{RENEW_HASH_HOLDS, RENEWAL_BATCH};
-pub use script::{LuaScript, NEXT_TOKEN, ScriptCall};
-pub use tls::TlsConfig;
 pub use wait::{open, wait_for};
 
 /// The `deadpool-redis` crate keylatch is built on.

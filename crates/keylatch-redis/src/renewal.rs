@@ -11,8 +11,8 @@ use keylatch_core::{Renewal, WatchdogRegistry};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::commands::Commands;
-use crate::script::LuaScript;
+use crate::connection::commands::Commands;
+use crate::connection::script::LuaScript;
 
 /// The renewal script of holds kept as an owner's field of a lock hash (the reentrant and the
 /// fair lock, Redisson's layout): pass it as [`Renewal::Watchdog`] (see
@@ -135,7 +135,7 @@ async fn tick(registry: &WatchdogRegistry, commands: &Commands) {
 }
 
 /// The script call that renews `group`.
-fn call_for(group: &RenewalGroup) -> crate::script::ScriptCall {
+fn call_for(group: &RenewalGroup) -> crate::connection::script::ScriptCall {
     let script: &'static LuaScript = group
         .with
         .downcast::<LuaScript>()

@@ -29,7 +29,7 @@ pub struct PubSubHub {
 
 impl PubSubHub {
     pub(crate) fn start(
-        topology: Arc<crate::topology::Topology>,
+        topology: Arc<crate::connection::topology::Topology>,
         linger: Duration,
         reconnected: Arc<Notify>,
         sharded: bool,

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 /// subscribe or unsubscribe round trip.
 pub(super) async fn read_loop(
     shared: std::sync::Weak<HubShared>,
-    topology: Arc<crate::topology::Topology>,
+    topology: Arc<crate::connection::topology::Topology>,
     reconnected: Arc<Notify>,
 ) {
     let connect_timeout = topology.connect_timeout();
@@ -80,7 +80,7 @@ pub(super) async fn read_loop(
 /// connection dropped (messages may have been lost).
 pub(super) async fn cluster_read_loop(
     shared: std::sync::Weak<HubShared>,
-    topology: Arc<crate::topology::Topology>,
+    topology: Arc<crate::connection::topology::Topology>,
     reconnected: Arc<Notify>,
     sharded: bool,
 ) {
@@ -105,7 +105,7 @@ pub(super) async fn cluster_read_loop(
         // The slot map this connection starts from: after a node's connection drops, the
         // loop watches for a new map (a replica promoted) to subscribe afresh.
         let mut probe = conn.clone();
-        let map = crate::cluster::slot_map(&mut probe).await.ok();
+        let map = crate::connection::cluster::slot_map(&mut probe).await.ok();
         switch_connection(&hub, Some(Sink::Cluster { conn, sharded }));
         hub.settle(connect_timeout).await;
         backoff = reconnecting;
@@ -137,7 +137,7 @@ pub(super) async fn cluster_read_loop(
                     // A primary that died is replaced by its replica: redis-rs's subscriber
                     // connection does not learn of it until it sends a command there, so a
                     // new slot map means subscribing afresh on a new connection.
-                    let now = crate::cluster::slot_map(&mut probe).await.ok();
+                    let now = crate::connection::cluster::slot_map(&mut probe).await.ok();
                     let changed = match (&map, &now) {
                         (Some(before), Some(now)) => !before.same_as(now),
                         (None, Some(_)) => true,

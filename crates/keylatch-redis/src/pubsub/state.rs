@@ -187,7 +187,7 @@ impl ChannelState {
 
 /// The first byte of a letter: a message whose payload matters to the waiter beyond waking it
 /// (the fair lock's grant: the lock was handed to the waiter on release). The channel keeps the
-/// last letter for its waiters: [`Subscription::take_letter`].
+/// last letter for its waiters: [`Subscription::take_letter`](crate::Subscription::take_letter).
 pub const LETTER_MARK: u8 = b'=';
 
 /// What a channel's waiters share: the wake-up, and the last letter not taken yet.

@@ -14,9 +14,9 @@ use deadpool_redis::redis::{
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::cluster::SlotMap;
-use crate::connection::Connection;
-use crate::transport::ClusterSettings;
+use crate::connection::app::Connection;
+use crate::connection::cluster::SlotMap;
+use crate::connection::transport::ClusterSettings;
 use keylatch_core::{Error, Result, StoreError};
 
 /// One of the topologies, and the moves of its primary.
@@ -317,7 +317,7 @@ impl Topology {
 
     /// A connection error, typed: credentials refused, TLS verification, or unreachable.
     pub(crate) fn connect_error(&self, source: RedisError) -> Error {
-        if crate::transport::is_tls_verification(&source) {
+        if crate::connection::transport::is_tls_verification(&source) {
             return Error::TlsVerification {
                 url: self.shown.clone(),
                 source: StoreError::new(source),

@@ -8,10 +8,10 @@ use std::time::Duration;
 use deadpool_redis::redis::{self, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value};
 use std::sync::Arc;
 
-use crate::cluster;
-use crate::connection::Connection;
-use crate::script::{LuaScript, ScriptCall};
-use crate::topology::Topology;
+use crate::connection::app::Connection;
+use crate::connection::cluster;
+use crate::connection::script::{LuaScript, ScriptCall};
+use crate::connection::topology::Topology;
 use keylatch_core::{Error, Result, StoreError};
 
 mod coalesce;
@@ -562,7 +562,7 @@ impl Commands {
         index: usize,
         key: &str,
         cmds: &[redis::Cmd],
-        script: Option<&'static crate::script::LuaScript>,
+        script: Option<&'static crate::connection::script::LuaScript>,
     ) -> Result<Vec<Value>> {
         let (generation, mut conn) = self.connection(index).await?;
         let Some(cluster) = conn.as_cluster() else {
@@ -625,7 +625,11 @@ impl Commands {
                 map
             }
         };
-        let calls: Vec<(String, redis::Cmd, &'static crate::script::LuaScript)> = calls
+        let calls: Vec<(
+            String,
+            redis::Cmd,
+            &'static crate::connection::script::LuaScript,
+        )> = calls
             .iter()
             .map(|call| {
                 (

@@ -7,7 +7,7 @@ use deadpool_redis::redis::{
     sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType},
 };
 
-use crate::config::Config;
+use crate::connection::config::Config;
 use keylatch_core::{Error, Result, StoreError};
 use secrecy::ExposeSecret;
 

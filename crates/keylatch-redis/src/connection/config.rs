@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::tls::TlsConfig;
+use crate::connection::tls::TlsConfig;
 use keylatch_core::SecretUrl;
 use keylatch_core::{Error, Result};
 

@@ -26,7 +26,7 @@ use deadpool_redis::redis::{
 };
 use tokio::time::Instant;
 
-use crate::script::LuaScript;
+use crate::connection::script::LuaScript;
 
 /// How many redirections (`MOVED`, `ASK`) one call follows before it gives up.
 const MAX_REDIRECTIONS: usize = 8;

@@ -8,7 +8,7 @@ use deadpool_redis::redis::{self, ToRedisArgs};
 /// the server clock in microseconds, so that tokens keep increasing even when the counter is lost
 /// (a restart without persistence, a failover, `FLUSHALL`). Prepend it with
 /// [`LuaScript::taking_with`].
-pub const NEXT_TOKEN: &str = include_str!("lua/next_token.lua");
+pub const NEXT_TOKEN: &str = include_str!("../lua/next_token.lua");
 
 /// A Lua script compiled into the program, run by its SHA1 (EVALSHA).
 ///

@@ -22,7 +22,7 @@ use deadpool_redis::redis::{self, RedisError, Value};
 use tokio::sync::oneshot;
 
 use super::{Commands, READONLY_RETRIES, is_noscript};
-use crate::script::{LuaScript, ScriptCall};
+use crate::connection::script::{LuaScript, ScriptCall};
 use keylatch_core::UndoGuard;
 use keylatch_core::{Error, Result};
 

@@ -1,0 +1,23 @@
+//! Connections: where Redis is and how to reach it, and the command path on top.
+//!
+//! - `config.rs`, `tls.rs`: the client's configuration and its TLS settings;
+//! - `transport.rs`: URLs (single server, Sentinel, Cluster) into redis-rs clients, with
+//!   credentials and TLS;
+//! - `topology.rs`, `cluster.rs`: where commands go (one server, the primary behind Sentinel,
+//!   an application's pool, the node owning a slot) and following a cluster's answers;
+//! - `commands.rs` (with `commands/coalesce.rs`): the few multiplexed connections kept out of
+//!   the pool, script calls on them with reloading, coalescing of concurrent calls;
+//! - `script.rs`: static Lua scripts run by EVALSHA;
+//! - `app.rs`: a connection for an application's own commands.
+//!
+//! May import: `keylatch-core`; inside, each file only those listed before it (`commands`
+//! uses `topology`, `cluster` and `script`; `transport` uses `config` and `tls`).
+
+pub(crate) mod app;
+pub(crate) mod cluster;
+pub(crate) mod commands;
+pub(crate) mod config;
+pub(crate) mod script;
+pub(crate) mod tls;
+pub(crate) mod topology;
+pub(crate) mod transport;
