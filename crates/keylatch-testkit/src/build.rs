@@ -103,17 +103,29 @@ pub fn server_build() -> io::Result<&'static ServerBuild> {
 /// Returns `true`, after printing `skipped: <reason>`, if the server build lacks TLS;
 /// a TLS test returns early on it. A build that cannot be probed is not skipped: the
 /// test then fails starting its server, with the reason.
+///
+/// The line goes straight to stderr, past the test harness's capture, so that a run
+/// shows every skip (with the test's name) and not only those of failed tests.
 pub fn skip_without_tls() -> bool {
     match server_build() {
         Ok(build) if !build.tls() => {
-            println!(
-                "skipped: the server build has no TLS support: {}",
+            report_skip(&format!(
+                "the server build has no TLS support: {}",
                 build.describe()
-            );
+            ));
             true
         }
         _ => false,
     }
+}
+
+/// Prints `skipped: <reason>` (with the test's name, which is its thread's) to stderr,
+/// uncaptured.
+fn report_skip(reason: &str) {
+    use std::io::Write;
+    let thread = thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(io::stderr(), "{test}: skipped: {reason}");
 }
 
 /// Prints (to stderr, once per server start) which build a server runs.

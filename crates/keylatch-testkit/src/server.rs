@@ -8,14 +8,14 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::build::{announce, server_program};
+use crate::program_exists;
 use crate::resp::{self, Reply, Target};
 use crate::support::{
     CLUSTER_BUS_OFFSET, clear_data_files, file_len, make_temp_dir, release_port,
     reserve_free_cluster_port, reserve_free_port, tail,
 };
 use crate::tls::{ClientAuth, TlsFiles, write_secret};
-use crate::build::{announce, server_program};
-use crate::program_exists;
 
 const HOST: &str = "127.0.0.1";
 /// How long one server may take to answer `PING` after being spawned.
