@@ -35,11 +35,13 @@ async fn fill(conn: &mut redis::aio::MultiplexedConnection, tag: &str) -> Vec<St
         .await
         .unwrap();
     // Big values first, then smaller ones, until even a tiny write is refused (a refused big
-    // write frees its buffer, which may leave room for a small one).
+    // write frees its buffer, which may leave room for a small one). Each size may take up to
+    // twice the headroom: a build whose allocator is libc's (Valkey's wheels) frees more
+    // after a refused write than one with jemalloc.
     let mut keys = Vec::new();
     for size in [256 * 1024, 16 * 1024, 1024, 64] {
         let chunk = vec![b'x'; size];
-        for _ in 0..200 {
+        for _ in 0..200 + 4 * 1024 * 1024 / size {
             let key = format!("filler-{tag}-{}", keys.len());
             let set: redis::RedisResult<()> = conn.set(&key, chunk.as_slice()).await;
             match set {
