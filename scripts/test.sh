@@ -190,7 +190,9 @@ if [ -n "$MATRIX" ] && [ -z "$ALL_SERVERS" ]; then
             die "server build $name is missing from .servers/ (scripts/setup.sh --servers provides it)"
         step "server matrix: ${#MATRIX_TESTS[@]} suites against $name ($("$exe" --version | cut -d' ' -f1-3))"
         started=$SECONDS
-        KEYLATCH_TEST_SERVER="$exe" cargo test --locked -p keylatch-tests "${matrix_args[@]}" 2>&1 | tee -a "$TEST_LOG"
+        # --workspace, as the tests above, so that nothing is built again (features unify
+        # the same way); it also runs keylatch-cli's suites of the same names.
+        KEYLATCH_TEST_SERVER="$exe" cargo test --locked --workspace "${matrix_args[@]}" 2>&1 | tee -a "$TEST_LOG"
         log "server matrix on $name took $((SECONDS - started)) s"
     done
 fi
