@@ -543,8 +543,7 @@ fn launch(
     loop {
         if let Some(status) = child.try_wait().map_err(fatal)? {
             let logs = logs();
-            let msg =
-                format!("redis-server on port {port} exited during startup ({status})\n{logs}");
+            let msg = format!("{program} on port {port} exited during startup ({status})\n{logs}");
             return Err(if logs.contains("Address already in use") {
                 LaunchError::PortTaken(io::Error::new(io::ErrorKind::AddrInUse, msg))
             } else {
@@ -579,7 +578,7 @@ fn launch(
             return Err(LaunchError::Fatal(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "redis-server (pid {pid}) did not answer PING on {target:?} within {}s\n{}",
+                    "{program} (pid {pid}) did not answer PING on {target:?} within {}s\n{}",
                     READY_TIMEOUT.as_secs(),
                     logs()
                 ),
