@@ -2,8 +2,16 @@
 # Runs every check CI runs: setup, fmt, clippy, tests, doc tests, docs, and
 # every example (against a throwaway redis-server whose URL is in REDIS_URL).
 #
-# Usage: scripts/test.sh [--full]
-#   --full   also run the long suites (exports KEYLATCH_FULL=1 for them)
+# Usage: scripts/test.sh [--full] [--matrix] [--servers] [--chaos]
+#   --full      also run the long suites (exports KEYLATCH_FULL=1 for them)
+#   --matrix    also run the primitive, Redisson interoperability, topology and fault
+#               suites against Valkey 9.1 and Redis 8.2 (what CI runs; see
+#               "Supported servers" in docs/deployment.md)
+#   --servers   also run the whole test suite once per server build in .servers/
+#               (scripts/setup.sh --servers provides them)
+#   --chaos     also run the chaos slice (scripts/chaos.sh --ci: network namespaces,
+#               needs root): a safe configuration under faults must show no violation,
+#               an unsafe one must be caught
 set -euo pipefail
 
 SCRIPT_NAME="test.sh"
@@ -11,11 +19,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 
-usage() { sed -n '2,6s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
+MATRIX="" ALL_SERVERS="" CHAOS=""
 for arg in "$@"; do
     case "$arg" in
         --full) export KEYLATCH_FULL=1 ;;
+        --matrix) MATRIX=1 ;;
+        --servers) ALL_SERVERS=1 ;;
+        --chaos) CHAOS=1 ;;
         -h | --help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $arg" ;;
     esac
@@ -50,8 +62,13 @@ step() {
     section "$*"
 }
 
-step "setup (scripts/setup.sh)"
-"$ROOT/scripts/setup.sh"
+if [ -n "$MATRIX$ALL_SERVERS" ]; then
+    step "setup (scripts/setup.sh --servers)"
+    "$ROOT/scripts/setup.sh" --servers
+else
+    step "setup (scripts/setup.sh)"
+    "$ROOT/scripts/setup.sh"
+fi
 
 # Free space where target/ lives, in MB (a run that fills the disk fails in the linker).
 free_mb() { df -Pm "${CARGO_TARGET_DIR:-$ROOT/target}" | awk 'NR == 2 { print $4 }'; }
@@ -147,12 +164,83 @@ else
     log "${#examples[@]} example(s) ran fine"
 fi
 
+# The executable of the server build in the folder $1 (its one *-server file).
+build_server() {
+    local exe
+    for exe in "$1"/*-server; do
+        [ -x "$exe" ] && { echo "$exe"; return 0; }
+    done
+    return 1
+}
+
+# The suites run against each other build by --matrix: every primitive, the Redisson
+# interoperability and layout suites, the topologies (Sentinel, Cluster, TLS) and the
+# fault and failover suites.
+MATRIX_TESTS=(
+    exclusion reentrancy lease watchdog lost wakeup multilock redlock owners
+    fair_exclusion fair_grant fair_order fair_liveness
+    rwlock_exclusion rwlock_semantics rwlock_crash
+    semaphore_exclusion semaphore_permits semaphore_semantics semaphore_wakeup semaphore_crash
+    redisson_fair redisson_semaphore layout fair_layout rwlock_layout
+    sentinel cluster cluster_keys tls script_flush replica_ack
+    fault_memory fault_network fault_primitives fault_processes fault_replies fault_restart
+    failover_single failover_sentinel failover_cluster
+)
+# The builds --matrix runs them against: one Valkey 9.x, one Redis 8.x.
+MATRIX_BUILDS=(valkey-9.1 redis-8.2)
+
+if [ -n "$MATRIX" ] && [ -z "$ALL_SERVERS" ]; then
+    matrix_args=()
+    for t in "${MATRIX_TESTS[@]}"; do matrix_args+=(--test "$t"); done
+    for name in "${MATRIX_BUILDS[@]}"; do
+        exe="$(build_server "$ROOT/.servers/$name")" ||
+            die "server build $name is missing from .servers/ (scripts/setup.sh --servers provides it)"
+        step "server matrix: ${#MATRIX_TESTS[@]} suites against $name ($("$exe" --version | cut -d' ' -f1-3))"
+        started=$SECONDS
+        # --workspace, as the tests above, so that nothing is built again (features unify
+        # the same way); it also runs keylatch-cli's suites of the same names.
+        KEYLATCH_TEST_SERVER="$exe" cargo test --locked --workspace "${matrix_args[@]}" 2>&1 | tee -a "$TEST_LOG"
+        log "server matrix on $name took $((SECONDS - started)) s"
+    done
+fi
+
+if [ -n "$ALL_SERVERS" ]; then
+    found=0
+    for dir in "$ROOT"/.servers/*/; do
+        exe="$(build_server "${dir%/}")" || continue
+        found=$((found + 1))
+        step "whole suite against $(basename "$dir") ($("$exe" --version | cut -d' ' -f1-3))"
+        started=$SECONDS
+        KEYLATCH_TEST_SERVER="$exe" cargo test --workspace --all-targets --locked 2>&1 | tee -a "$TEST_LOG"
+        log "whole suite on $(basename "$dir") took $((SECONDS - started)) s"
+    done
+    [ "$found" -gt 0 ] || die "no server build in .servers/ (scripts/setup.sh --servers provides them)"
+fi
+
+if [ -n "$CHAOS" ]; then
+    if [ "$(id -u)" = 0 ]; then
+        step "chaos slice (scripts/chaos.sh --ci --debug)"
+        started=$SECONDS
+        "$ROOT/scripts/chaos.sh" --ci --debug 2>&1 | tee -a "$TEST_LOG"
+        log "chaos slice took $((SECONDS - started)) s"
+    else
+        log "chaos slice: skipped: needs root (network namespaces and nftables)"
+    fi
+fi
+
 STEP="summary"
-# Sum the "test result:" lines of both cargo test runs.
+# Sum the "test result:" lines of every cargo test run.
 read -r passed failed ignored < <(
     sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed; \([0-9]*\) ignored.*/\1 \2 \3/p' "$TEST_LOG" |
         awk '{ p += $1; f += $2; i += $3 } END { print p + 0, f + 0, i + 0 }'
 )
+# A test that returned early for a capability its server build lacks printed a
+# "<test>: skipped: <reason>" line (and counted as passed).
+capability_skips="$(grep -c ': skipped: ' "$TEST_LOG" || true)"
+if [ "$capability_skips" -gt 0 ]; then
+    printf '\n%s: skipped for a capability the server build lacks:\n' "$SCRIPT_NAME"
+    grep ': skipped: ' "$TEST_LOG" | sed 's/ (\/[^)]*)$//' | sort | uniq -c | sed 's/^/  /'
+fi
 printf '\n%s: all checks passed\n' "$SCRIPT_NAME"
-printf '%s: %s passed, %s failed, %s skipped\n' "$SCRIPT_NAME" "$passed" "$failed" "$ignored"
+printf '%s: %s passed, %s failed, %s skipped\n' "$SCRIPT_NAME" "$((passed - capability_skips))" "$failed" "$((ignored + capability_skips))"
 printf '%s: free disk for target/ %s MB at the start, %s MB now\n' "$SCRIPT_NAME" "$FREE_AT_START" "$(free_mb)"

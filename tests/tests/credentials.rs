@@ -152,6 +152,9 @@ fn placed(scheme: &str, a: &str, b: &str, c: &str) -> Vec<String> {
         format!("{scheme}:{a}:{SECRET}@{b}"),
         format!("{a}:{SECRET}@{b}"),
         format!("{a}:{SECRET}"),
+        // A scheme's name where the user goes.
+        format!("{scheme}:{SECRET}"),
+        format!("{scheme}:{SECRET}@{b}"),
         format!("{scheme}://{a}:{SECRET}"),
         format!("{scheme}://{b}?{c}password={SECRET}&{c}"),
         format!("{scheme}://{b}?pass={SECRET}"),

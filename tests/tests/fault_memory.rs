@@ -7,19 +7,27 @@ use keylatch::redis::{self, AsyncCommands};
 use keylatch::{AcquireOptions, Error};
 use keylatch_tests::{client_with, keyspace, raw, server, unique};
 
-/// Fills the server until it refuses writes: `maxmemory` just above what is used, then values
-/// until `OOM`. Returns the key of the filler, to delete afterwards.
-async fn fill(conn: &mut redis::aio::MultiplexedConnection, tag: &str) -> Vec<String> {
+/// How far below the memory in use the filled server's `maxmemory` is set.
+const MARGIN: u64 = 256 * 1024;
+
+/// `used_memory` from `INFO memory`.
+async fn used_memory(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(conn)
         .await
         .unwrap();
-    let used: u64 = info
-        .lines()
+    info.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap();
+        .unwrap()
+}
+
+/// Fills the server until it refuses writes: `maxmemory` just above what is used, then values
+/// until `OOM`, then `maxmemory` a little below what is used. Returns the key of the filler,
+/// to delete afterwards.
+async fn fill(conn: &mut redis::aio::MultiplexedConnection, tag: &str) -> Vec<String> {
+    let used = used_memory(conn).await;
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory")
@@ -49,6 +57,17 @@ async fn fill(conn: &mut redis::aio::MultiplexedConnection, tag: &str) -> Vec<St
             }
         }
     }
+    // Then `maxmemory` goes below what is used, so that the server stays full while the
+    // test runs: it frees a little on its own (clients' buffers shrink on a timer), enough
+    // for a small write on a build with libc's allocator (Valkey's PyPI wheels).
+    let used = used_memory(conn).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used - MARGIN)
+        .query_async(conn)
+        .await
+        .unwrap();
     let probe: redis::RedisResult<()> = conn.set(format!("filler-{tag}-probe"), 1).await;
     assert!(
         probe.is_err_and(|e| e.code() == Some("OOM")),

@@ -228,6 +228,15 @@ where
         ("mode", mode.into()),
     ];
     let workers = spawn_workers(8, &common, &[]);
+    // The faults start once every worker has connected: they are aimed at the primitives, and
+    // a connect that a storm cuts fails with a typed error by design (a loaded machine starts
+    // the workers slowly enough for that to happen).
+    for worker in &workers {
+        let ready = worker
+            .wait_for(Duration::from_secs(60), |e| e["ev"] == "ready")
+            .await;
+        assert!(ready.is_some(), "a worker did not connect");
+    }
     let injected = Arc::new(AtomicUsize::new(0));
     let faults = fault(raw(&server).await, injected.clone());
     let events = finish_all(workers, Duration::from_secs(300)).await;

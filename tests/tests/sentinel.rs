@@ -208,6 +208,9 @@ async fn every_primitive_through_the_sentinels_and_across_a_failover() {
 /// and after a failover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_primitive_through_tls_sentinels_and_after_a_failover() {
+    if keylatch_testkit::skip_without_tls() {
+        return;
+    }
     let files = Arc::new(keylatch_testkit::TlsFiles::generate().unwrap());
     let ca = files.ca_file();
     let set = tokio::task::spawn_blocking(move || {

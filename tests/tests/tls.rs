@@ -27,6 +27,9 @@ fn config(server: &RedisServer, files: &TlsFiles, client_cert: bool) -> Config {
 }
 
 async fn every_primitive_over(auth: ClientAuth, client_cert: bool, name: &str) {
+    if keylatch_testkit::skip_without_tls() {
+        return;
+    }
     let files = TlsFiles::generate().unwrap();
     let server = tls_server(&files, auth);
     assert!(server.url().starts_with("rediss://"));
@@ -67,6 +70,9 @@ async fn every_primitive_over_mutual_tls() {
 
 #[tokio::test]
 async fn mutual_tls_without_a_client_certificate_is_refused() {
+    if keylatch_testkit::skip_without_tls() {
+        return;
+    }
     let files = TlsFiles::generate().unwrap();
     let server = tls_server(&files, ClientAuth::Required);
     let started = Instant::now();
@@ -82,6 +88,9 @@ async fn mutual_tls_without_a_client_certificate_is_refused() {
 
 #[tokio::test]
 async fn a_certificate_from_another_ca_fails_verification() {
+    if keylatch_testkit::skip_without_tls() {
+        return;
+    }
     let files = TlsFiles::generate().unwrap();
     let other = TlsFiles::generate().unwrap();
     let server = tls_server(&files, ClientAuth::No);
@@ -129,6 +138,9 @@ async fn a_certificate_from_another_ca_fails_verification() {
 
 #[tokio::test]
 async fn a_missing_ca_file_is_a_typed_error() {
+    if keylatch_testkit::skip_without_tls() {
+        return;
+    }
     let files = TlsFiles::generate().unwrap();
     let server = tls_server(&files, ClientAuth::No);
     let missing = files.ca_file().with_file_name("missing-ca.crt");

@@ -14,6 +14,9 @@ fn path(p: std::path::PathBuf) -> String {
 
 #[test]
 fn run_and_inspect_over_mutual_tls() {
+    if keylatch_testkit::skip_without_tls() {
+        return;
+    }
     let files = TlsFiles::generate().unwrap();
     let server = RedisServer::builder()
         .tls(&files, ClientAuth::Required)
@@ -66,6 +69,9 @@ fn run_and_inspect_over_mutual_tls() {
 
 #[test]
 fn an_untrusted_server_certificate_exits_69() {
+    if keylatch_testkit::skip_without_tls() {
+        return;
+    }
     let files = TlsFiles::generate().unwrap();
     let other = TlsFiles::generate().unwrap();
     let server = RedisServer::builder()

@@ -99,8 +99,9 @@ fn known_scheme(scheme: &str) -> bool {
 /// Anything [`well_formed`] does not take.
 fn malformed(text: &str) -> String {
     // The scheme and the slashes after it, when the text starts with a scheme keylatch knows.
+    // `zk:S3cret` is a user and a password, not a scheme: a scheme is followed by `/`.
     let prefix_len = match text.split_once(':') {
-        Some((scheme, rest)) if known_scheme(scheme) => {
+        Some((scheme, rest)) if known_scheme(scheme) && rest.starts_with('/') => {
             scheme.len() + 1 + (rest.len() - rest.trim_start_matches('/').len())
         }
         _ => 0,
@@ -275,6 +276,9 @@ mod tests {
             ("redis://db:port?password=hunter2", "redis://***"),
             // No `@`, and a `:` not followed by a port: masked.
             ("default:hunter2", "***"),
+            // A known scheme's name in the user's place is not a scheme.
+            ("zk:hunter2", "***"),
+            ("redis:hunter2@db", "***@db"),
             ("redis://default:hunter2", "redis://***"),
             ("redis://db:notaport", "redis://***"),
             ("not a url user:hunter2@db", "***@db"),

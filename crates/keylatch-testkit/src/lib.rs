@@ -89,6 +89,17 @@
 //! `redis-server` must be on `PATH`; `./scripts/setup.sh` installs it. Use
 //! [`redis_server_available`] to check for it up front.
 //!
+//! # Server builds
+//!
+//! Set `KEYLATCH_TEST_SERVER` to a server executable (a path such as
+//! `.servers/valkey-9.1/valkey-server`, or a name on `PATH`) to run every server,
+//! sentinel and cluster node on that build instead of `redis-server`;
+//! `./scripts/setup.sh` provides the other builds under `.servers/`. Each server start
+//! prints the build it runs to stderr (`testkit: valkey-server 9.1.2 (…)`).
+//! [`server_build`] tells the build's name, version and capabilities; a test that needs
+//! TLS calls [`skip_without_tls`] first and returns early, with a printed
+//! `skipped: …` line, on a build made without it.
+//!
 //! # Leaks
 //!
 //! A server whose [`RedisServer`] is never dropped (one kept in a `static`,
@@ -96,6 +107,7 @@
 //! tiny `sh` watchdog that kills it within about a second of the test
 //! process exiting. Its temporary directory stays behind in that case.
 
+mod build;
 mod cluster;
 mod proxy;
 mod resp;
@@ -105,6 +117,7 @@ mod support;
 mod tls;
 mod zookeeper;
 
+pub use build::{SERVER_ENV, ServerBuild, server_build, server_program, skip_without_tls};
 pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
@@ -114,17 +127,24 @@ pub use zookeeper::{ZooKeeperEnsemble, ZooKeeperServer, zookeeper_available};
 
 use std::path::Path;
 
-/// Name of the Redis server executable looked up on `PATH`.
-pub(crate) const REDIS_SERVER_BIN: &str = "redis-server";
-
-/// Returns `true` if a `redis-server` executable is found on `PATH`.
+/// Returns `true` if the server executable ([`server_program`]: `redis-server`, or
+/// `KEYLATCH_TEST_SERVER`) is found: on `PATH`, or at the path given.
 ///
 /// Tests that cannot run without Redis can use this to fail early with a
 /// clear message; [`RedisServer::start`] reports the same problem as an
 /// [`std::io::ErrorKind::NotFound`] error that says to run
 /// `./scripts/setup.sh`.
 pub fn redis_server_available() -> bool {
-    find_on_path(REDIS_SERVER_BIN)
+    program_exists(&server_program())
+}
+
+/// Whether `program` (a path, or a name looked up on `PATH`) is an executable file.
+pub(crate) fn program_exists(program: &str) -> bool {
+    if program.contains(std::path::MAIN_SEPARATOR) {
+        is_executable(Path::new(program))
+    } else {
+        find_on_path(program)
+    }
 }
 
 /// Whether `program` is an executable file in one of the `PATH` directories.

@@ -8,13 +8,14 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::build::{announce, server_program};
+use crate::program_exists;
 use crate::resp::{self, Reply, Target};
 use crate::support::{
     CLUSTER_BUS_OFFSET, LOG_FILE, STDIO_FILE, clear_data_files, file_len, make_temp_dir,
     release_port, reserve_free_cluster_port, reserve_free_port, tail,
 };
 use crate::tls::{ClientAuth, TlsFiles, write_secret};
-use crate::{REDIS_SERVER_BIN, find_on_path};
 
 const HOST: &str = "127.0.0.1";
 /// How long one server may take to answer `PING` after being spawned.
@@ -150,7 +151,7 @@ impl RedisServerBuilder {
     /// installed, and with an error quoting the server's log if it does not
     /// come up within 10 seconds.
     pub fn start(self) -> io::Result<RedisServer> {
-        start_with(self, REDIS_SERVER_BIN)
+        start_with(self, &server_program())
     }
 
     /// Whether the server needs a configuration file in its directory.
@@ -438,7 +439,7 @@ struct Launched {
 }
 
 pub(crate) fn start_with(options: RedisServerBuilder, program: &str) -> io::Result<RedisServer> {
-    if !find_on_path(program) && !Path::new(program).is_file() {
+    if !program_exists(program) {
         return Err(not_installed(program));
     }
     let dir = make_temp_dir()?;
@@ -453,6 +454,7 @@ pub(crate) fn start_with(options: RedisServerBuilder, program: &str) -> io::Resu
         };
         match launch(program, &options, &dir, port) {
             Ok(launched) => {
+                announce(program);
                 return Ok(RedisServer {
                     port,
                     pid: launched.child.id(),
@@ -482,8 +484,9 @@ fn not_installed(program: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::NotFound,
         format!(
-            "`{program}` was not found on PATH; run ./scripts/setup.sh \
-             (it installs the Debian package redis-server)"
+            "`{program}` was not found; run ./scripts/setup.sh (it installs the Debian \
+             package redis-server and puts other server builds under .servers/), or set \
+             KEYLATCH_TEST_SERVER to a server executable"
         ),
     )
 }
@@ -536,8 +539,7 @@ fn launch(
     loop {
         if let Some(status) = child.try_wait().map_err(fatal)? {
             let logs = logs();
-            let msg =
-                format!("redis-server on port {port} exited during startup ({status})\n{logs}");
+            let msg = format!("{program} on port {port} exited during startup ({status})\n{logs}");
             return Err(if logs.contains("Address already in use") {
                 LaunchError::PortTaken(io::Error::new(io::ErrorKind::AddrInUse, msg))
             } else {
@@ -572,7 +574,7 @@ fn launch(
             return Err(LaunchError::Fatal(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "redis-server (pid {pid}) did not answer PING on {target:?} within {}s\n{}",
+                    "{program} (pid {pid}) did not answer PING on {target:?} within {}s\n{}",
                     READY_TIMEOUT.as_secs(),
                     logs()
                 ),
@@ -640,7 +642,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let dir = make_temp_dir().unwrap();
         let opts = RedisServerBuilder::default();
-        let msg = expect_port_taken(launch(REDIS_SERVER_BIN, &opts, &dir, port));
+        let msg = expect_port_taken(launch(&server_program(), &opts, &dir, port));
         assert!(msg.contains("Address already in use"), "{msg}");
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -650,7 +652,7 @@ mod tests {
         let other = RedisServer::start().unwrap();
         let dir = make_temp_dir().unwrap();
         let opts = RedisServerBuilder::default();
-        let msg = expect_port_taken(launch(REDIS_SERVER_BIN, &opts, &dir, other.port()));
+        let msg = expect_port_taken(launch(&server_program(), &opts, &dir, other.port()));
         // Either our child lost the bind race visibly, or the pid check caught it.
         assert!(
             msg.contains("Address already in use") || msg.contains("already served"),

@@ -256,6 +256,9 @@ fn watchdog_kills_leaked_server() {
 #[test]
 fn tls_server_serves_tls_only_and_the_testkit_reaches_it() {
     require_redis();
+    if crate::skip_without_tls() {
+        return;
+    }
     let tls = crate::TlsFiles::generate().unwrap();
     for path in [
         tls.ca_file(),
@@ -349,6 +352,9 @@ fn sentinel_set_links_up_and_fails_over() {
 #[test]
 fn tls_sentinel_set_links_up() {
     require_redis();
+    if crate::skip_without_tls() {
+        return;
+    }
     let files = std::sync::Arc::new(crate::TlsFiles::generate().unwrap());
     let set = crate::SentinelSet::builder()
         .tls(files)
@@ -663,4 +669,74 @@ fn cluster_replaces_a_paused_primary_which_rejoins_as_a_replica_when_resumed() {
     cluster.wait_ok(std::time::Duration::from_secs(30)).unwrap();
     assert!(paused.cli(&["ROLE"]).unwrap().starts_with("slave"));
     assert!(cluster.replicas().iter().any(|r| r.port() == paused.port()));
+}
+
+#[test]
+fn servers_run_the_selected_build() {
+    require_redis();
+    let build = crate::server_build().unwrap();
+    assert!(!build.version().is_empty(), "{build:?}");
+    let server = RedisServer::start().unwrap();
+    let info = server.cli(&["INFO", "server"]).unwrap();
+    // Valkey also reports a redis_version (7.2.4, for compatibility): read its own field.
+    let field = format!("{}_version:", build.flavor());
+    let version = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(field.as_str()))
+        .unwrap_or_else(|| panic!("no {field} in INFO server: {info}"));
+    assert_eq!(version, build.version(), "{}", build.describe());
+}
+
+#[test]
+fn the_build_banner_is_parsed() {
+    use crate::build::parse_banner;
+    let pairs = [
+        (
+            "Valkey server v=9.1.2 sha=00000000:1 malloc=libc bits=64 build=1536df31c0395150",
+            ("valkey", "9.1.2"),
+        ),
+        (
+            "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=ae4d7c971a948f0",
+            ("redis", "7.0.15"),
+        ),
+        ("something else", ("unknown", "")),
+    ];
+    for (banner, (flavor, version)) in pairs {
+        let (f, v) = parse_banner(banner);
+        assert_eq!((f.as_str(), v.as_str()), (flavor, version), "{banner}");
+    }
+}
+
+#[test]
+fn a_build_without_tls_is_recognised_by_what_it_says() {
+    use crate::build::says_no_tls;
+    // Redis 7.2+ and Valkey built without TLS.
+    assert!(says_no_tls(
+        "1:M * Running mode=standalone, port=1.\n1:M # Missing implement of connection type tls\n1:M # Failed finding TLS support.\n"
+    ));
+    // Redis 7.0 built without TLS.
+    assert!(says_no_tls(
+        "*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\n>>> 'tls-port \"1\"'\nBad directive or wrong number of arguments\n"
+    ));
+    // A build with TLS refusing certificate files that do not exist.
+    assert!(!says_no_tls(
+        "1:M # Failed to load certificate: missing.pem\n1:M # Failed to configure TLS. Check logs for more info.\n"
+    ));
+}
+
+#[test]
+fn the_probed_tls_capability_matches_a_real_tls_start() {
+    require_redis();
+    let build = crate::server_build().unwrap();
+    let files = crate::TlsFiles::generate().unwrap();
+    let started = RedisServer::builder()
+        .tls(&files, crate::ClientAuth::Optional)
+        .start();
+    assert_eq!(
+        started.is_ok(),
+        build.tls(),
+        "{}: {:?}",
+        build.describe(),
+        started.err()
+    );
 }
