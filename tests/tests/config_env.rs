@@ -63,22 +63,7 @@ fn switches_read_from_the_environment() {
 }
 
 /// Every variable `Config::from_env` reads.
-const CONFIG_VARS: [&str; 14] = [
-    "KEYLATCH_REDIS_URL",
-    "REDIS_URL",
-    "KEYLATCH_REDIS_USERNAME",
-    "KEYLATCH_REDIS_PASSWORD",
-    "KEYLATCH_SENTINEL_USERNAME",
-    "KEYLATCH_SENTINEL_PASSWORD",
-    "KEYLATCH_TLS_CA",
-    "KEYLATCH_TLS_CERT",
-    "KEYLATCH_TLS_KEY",
-    "KEYLATCH_SHARDED_PUBSUB",
-    "KEYLATCH_COALESCE",
-    "KEYLATCH_PUBSUB_PATTERNS",
-    "KEYLATCH_REPLICAS",
-    "KEYLATCH_REPLICAS_TIMEOUT",
-];
+const CONFIG_VARS: [&str; 14] = Config::ENV_VARS;
 
 /// Run as a child by `the_builder_reads_no_environment`: prints whether `Config::builder()`
 /// built the defaults, and whether `Config::from_env()` differs from them.

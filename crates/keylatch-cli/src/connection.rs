@@ -20,22 +20,7 @@ pub const SECRET_VARS: [&str; 5] = [
 /// Every variable the client configuration is read from ([`Config::from_env`]): where Redis
 /// is, who logs in and how, the TLS files and the client's tuning. A command run under a lock
 /// inherits none of them ([`strip_client_vars`]).
-pub const CLIENT_VARS: [&str; 14] = [
-    "KEYLATCH_REDIS_URL",
-    "REDIS_URL",
-    "KEYLATCH_REDIS_USERNAME",
-    "KEYLATCH_REDIS_PASSWORD",
-    "KEYLATCH_SENTINEL_USERNAME",
-    "KEYLATCH_SENTINEL_PASSWORD",
-    "KEYLATCH_TLS_CA",
-    "KEYLATCH_TLS_CERT",
-    "KEYLATCH_TLS_KEY",
-    "KEYLATCH_SHARDED_PUBSUB",
-    "KEYLATCH_COALESCE",
-    "KEYLATCH_PUBSUB_PATTERNS",
-    "KEYLATCH_REPLICAS",
-    "KEYLATCH_REPLICAS_TIMEOUT",
-];
+pub const CLIENT_VARS: [&str; 14] = Config::ENV_VARS;
 
 /// Keeps keylatch's own settings out of a command's environment: every variable in
 /// [`CLIENT_VARS`] and, so that one added later cannot leak either, every other `KEYLATCH_*`

@@ -267,6 +267,24 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Every environment variable [`Config::from_env`] reads (and nothing else does).
+    pub const ENV_VARS: [&'static str; 14] = [
+        "KEYLATCH_REDIS_URL",
+        "REDIS_URL",
+        "KEYLATCH_REDIS_USERNAME",
+        "KEYLATCH_REDIS_PASSWORD",
+        "KEYLATCH_SENTINEL_USERNAME",
+        "KEYLATCH_SENTINEL_PASSWORD",
+        "KEYLATCH_TLS_CA",
+        "KEYLATCH_TLS_CERT",
+        "KEYLATCH_TLS_KEY",
+        "KEYLATCH_SHARDED_PUBSUB",
+        "KEYLATCH_COALESCE",
+        "KEYLATCH_PUBSUB_PATTERNS",
+        "KEYLATCH_REPLICAS",
+        "KEYLATCH_REPLICAS_TIMEOUT",
+    ];
+
     /// The defaults, with the URL from `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else
     /// [`DEFAULT_URL`].
     pub fn from_env() -> Config {
