@@ -82,7 +82,7 @@ pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &s
     let pairs = primitive_pairs(holder, waiter, name)
         .await
         .expect("set up the semaphores");
-    let messages_before = waiter.core().hub().messages();
+    let messages_before = waiter.stats().hub_messages;
     let mut ran = 0;
     for (what, held, waited) in &pairs {
         match exercise(held, waited).await {
@@ -91,7 +91,7 @@ pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &s
         }
     }
     // Each run that passed was woken by a message.
-    let messages = waiter.core().hub().messages() - messages_before;
+    let messages = waiter.stats().hub_messages - messages_before;
     assert!(
         messages >= ran as u64,
         "{messages} wake-up messages for {ran} primitives that ran"
@@ -226,9 +226,8 @@ pub async fn cancellation_storm(
     }
     storm.wait_idle().await;
     // Once the channels' linger ends, nothing is subscribed and nothing is held anywhere.
-    tokio::time::sleep(storm.core().config().subscription_linger + Duration::from_millis(350))
-        .await;
-    assert_eq!(storm.core().hub().subscriber_count(), 0);
+    tokio::time::sleep(storm.config().subscription_linger + Duration::from_millis(350)).await;
+    assert_eq!(storm.stats().subscribers, 0);
     let mut left = Vec::new();
     for node in nodes {
         let keys = node.cli(&["KEYS", "*"]).unwrap();

@@ -201,7 +201,7 @@ pub async fn kill_pubsub_and_await_reconnect(
         .unwrap();
     assert!(killed >= 1, "no pub/sub connection was killed");
     let reconnected = eventually(Duration::from_secs(5), || async {
-        client.stats().hub_reconnects >= 1 && client.core().hub().is_connected()
+        client.stats().hub_reconnects >= 1 && client.stats().hub_connected
     })
     .await;
     assert!(reconnected, "the hub did not reconnect");

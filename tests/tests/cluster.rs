@@ -54,8 +54,8 @@ async fn every_primitive_on_every_shard() {
     // One client by a seed list, the other by one node's plain URL (cluster mode detected).
     let holder = connect(&cluster.seed_url()).await;
     let waiter = connect(&cluster.url()).await;
-    assert!(holder.core().stats().sharded_pubsub);
-    assert!(waiter.core().stats().sharded_pubsub);
+    assert!(holder.stats().sharded_pubsub);
+    assert!(waiter.stats().sharded_pubsub);
     for name in names_on_every_primary(&cluster, "app:shard") {
         let started = Instant::now();
         let ran = exercise_every_primitive(&holder, &waiter, &name).await;
@@ -89,9 +89,9 @@ async fn renewals_take_one_round_trip_per_node() {
     let slots: std::collections::BTreeSet<u16> = (0..300)
         .map(|i| cluster.keyslot(&format!("app:renew{i}")).unwrap())
         .collect();
-    let before = client.core().stats();
+    let before = client.stats();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after = client.core().stats();
+    let after = client.stats();
     let ticks = after.watchdog.ticks - before.watchdog.ticks;
     let renewed = after.watchdog.renewed_keys - before.watchdog.renewed_keys;
     let calls = after.watchdog.renew_calls - before.watchdog.renew_calls;

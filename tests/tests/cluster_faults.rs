@@ -116,7 +116,7 @@ async fn holds_and_waits_survive_a_slot_migration() {
         .unwrap();
     let slot = cluster.keyslot("app:migrating").unwrap();
     let held = hold_and_wait(&pairs).await;
-    let before = holder.core().stats();
+    let before = holder.stats();
 
     let from_port = cluster.node_for_key("app:migrating").unwrap().port();
     let (cluster, moved, took) = tokio::task::spawn_blocking(move || {
@@ -137,7 +137,7 @@ async fn holds_and_waits_survive_a_slot_migration() {
 
     // The watchdog renews on the new owner (three ticks).
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let after = holder.core().stats();
+    let after = holder.stats();
     println!(
         "holder: {} redirections followed, {} holds renewed since the migration began",
         after.cluster_redirections - before.cluster_redirections,
@@ -146,7 +146,7 @@ async fn holds_and_waits_survive_a_slot_migration() {
     assert!(after.cluster_redirections > before.cluster_redirections);
     assert!(after.watchdog.renewed_keys > before.watchdog.renewed_keys);
 
-    let resubscribed = waiter.core().hub().reconnects();
+    let resubscribed = waiter.stats().hub_reconnects;
     let slowest = release_and_hand_over(held).await;
     println!(
         "after the migration: every waiter woken on the new node, slowest {slowest:?}; \

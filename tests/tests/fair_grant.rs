@@ -361,7 +361,7 @@ async fn a_lost_letter_is_taken_by_the_next_attempt() {
 /// Waits until both clients' hubs are connected again.
 async fn kill_pubsub_settle(a: &keylatch::Client, b: &keylatch::Client) {
     let back = eventually(Duration::from_secs(10), || async {
-        a.core().hub().is_connected() && b.core().hub().is_connected()
+        a.stats().hub_connected && b.stats().hub_connected
     })
     .await;
     assert!(back, "the hubs did not reconnect");

@@ -398,7 +398,7 @@ async fn without_patterns_waiters_use_their_own_channels() {
         let after = hand_over(&conn, &holder, &waiter).await;
         println!("round {round} without patterns: acquired {after:?} after the release");
     }
-    assert!(!waiter_client.core().hub().supports_patterns());
+    assert!(!waiter_client.stats().hub_patterns);
 }
 
 /// Each pattern costs the server a little on every publish, so a client holds at most

@@ -138,7 +138,7 @@ async fn each_release_wakes_the_head_only() {
             }
         }
     });
-    let hub_before: u64 = clients.iter().map(|c| c.core().hub().messages()).sum();
+    let hub_before: u64 = clients.iter().map(|c| c.stats().hub_messages).sum();
 
     let gate = clients[0].fair_lock(&name).with_owner(Owner::unique());
     let held = gate.lock_with_lease(Duration::from_secs(30)).await.unwrap();
@@ -173,11 +173,8 @@ async fn each_release_wakes_the_head_only() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     collector.abort();
     let counts = counts.lock().unwrap().clone();
-    let hub_messages: u64 = clients
-        .iter()
-        .map(|c| c.core().hub().messages())
-        .sum::<u64>()
-        - hub_before;
+    let hub_messages: u64 =
+        clients.iter().map(|c| c.stats().hub_messages).sum::<u64>() - hub_before;
     println!(
         "{WAITERS} waiters, {WAITERS} releases: wake-ups per waiter channel {:?}, on other \
          channels {}; hub messages received: {hub_messages}",

@@ -317,7 +317,7 @@ async fn a_waiter_is_woken_by_the_release_on_any_server() {
     // A long retry pause: the wait ends early only if a release message wakes it.
     let waiter = redlock(&ours, "woken").with_retry_delay(Duration::from_secs(20));
     let messages =
-        |clients: &[Client]| -> u64 { clients.iter().map(|c| c.core().hub().messages()).sum() };
+        |clients: &[Client]| -> u64 { clients.iter().map(|c| c.stats().hub_messages).sum() };
     let before = messages(&ours);
     let waiting = tokio::spawn(async move {
         let started = Instant::now();

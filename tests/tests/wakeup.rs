@@ -84,9 +84,10 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
         .subscription_linger(Duration::ZERO)
         .build()
         .unwrap();
-    let client = keylatch::Client::connect_with(config).await.unwrap();
+    // The hub itself, as the Redis layer's client exposes it to the primitives.
+    let client = keylatch_redis::Client::connect(config).await.unwrap();
     let mut conn = raw(&server).await;
-    let hub = client.core().hub();
+    let hub = client.hub();
     let channel = unique("rejoin");
     let mut missing = 0;
     for round in 0..ROUNDS {
@@ -118,7 +119,7 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
         "a join returned before the channel was subscribed again"
     );
     let idle = eventually(Duration::from_secs(5), || async {
-        client.core().hub().channel_count() == 0
+        client.stats().channels == 0
     })
     .await;
     assert!(idle, "the hub kept a channel nobody uses");
@@ -138,9 +139,10 @@ async fn an_unused_channel_lingers_then_is_unsubscribed() {
         .subscription_linger(LINGER)
         .build()
         .unwrap();
-    let client = keylatch::Client::connect_with(config).await.unwrap();
+    // The hub itself, as the Redis layer's client exposes it to the primitives.
+    let client = keylatch_redis::Client::connect(config).await.unwrap();
     let mut conn = raw(&server).await;
-    let hub = client.core().hub();
+    let hub = client.hub();
     let channel = unique("linger");
     let numsub = |mut conn: redis::aio::MultiplexedConnection, channel: String| async move {
         let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
@@ -171,7 +173,7 @@ async fn an_unused_channel_lingers_then_is_unsubscribed() {
     assert_eq!(numsub(conn.clone(), channel.clone()).await, 1);
     drop(again);
     let unsubscribed = eventually(Duration::from_secs(5), || async {
-        numsub(conn.clone(), channel.clone()).await == 0 && client.core().hub().channel_count() == 0
+        numsub(conn.clone(), channel.clone()).await == 0 && client.stats().channels == 0
     })
     .await;
     let waited = left.elapsed();

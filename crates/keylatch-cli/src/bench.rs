@@ -507,10 +507,10 @@ async fn renewals(
     report.holds_acquired_in_secs = start.elapsed().as_secs_f64();
     progress.finish_and_clear();
 
-    let before = client.core().stats();
+    let before = client.stats();
     // Ticks are 1 s apart; three of them fall in this window.
     tokio::time::sleep(Duration::from_millis(3200)).await;
-    let after = client.core().stats();
+    let after = client.stats();
     let ticks = after.watchdog.ticks - before.watchdog.ticks;
     let per_tick = |n: u64| n as f64 / ticks.max(1) as f64;
     report.ticks = ticks;

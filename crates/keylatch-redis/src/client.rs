@@ -62,6 +62,13 @@ pub struct ClientStats {
     pub subscribers: usize,
     /// Times the pub/sub connection was re-established.
     pub hub_reconnects: u64,
+    /// Whether the pub/sub connection is up (on a cluster: the connection to every node).
+    pub hub_connected: bool,
+    /// Messages the pub/sub connection delivered to this client's waiters, in all.
+    pub hub_messages: u64,
+    /// Whether the server accepts pattern subscriptions (`PSUBSCRIBE`) from this client: an
+    /// ACL user without them gets one channel per waiting name instead.
+    pub hub_patterns: bool,
     /// Letters this client's waiters acted on ([`PubSubHub::letters`]): for the fair lock,
     /// locks handed to them on release and taken from the message, with no request of their
     /// own (a grant whose letter a wait cannot trust is taken by its next attempt instead).
@@ -542,6 +549,9 @@ impl Client {
             channels: self.inner.hub.channel_count(),
             subscribers: self.inner.hub.subscriber_count(),
             hub_reconnects: self.inner.hub.reconnects(),
+            hub_connected: self.inner.hub.is_connected(),
+            hub_messages: self.inner.hub.messages(),
+            hub_patterns: self.inner.hub.supports_patterns(),
             letters: self.inner.hub.letters(),
             background_pending: self.inner.background.pending(),
             script_reloads: self.inner.commands.script_reloads(),

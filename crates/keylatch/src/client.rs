@@ -238,12 +238,6 @@ impl Client {
     pub async fn connection(&self) -> Result<crate::Connection> {
         self.core.connection().await
     }
-
-    /// The core client, for keylatch's own crates and tests; not part of the public API.
-    #[doc(hidden)]
-    pub fn core(&self) -> &keylatch_redis::Client {
-        &self.core
-    }
 }
 
 impl From<keylatch_redis::Client> for Client {
