@@ -1,8 +1,9 @@
 //! Connections: where Redis is and how to reach it, and the command path on top.
 //!
 //! - `config.rs`, `tls.rs`: the client's configuration and its TLS settings;
-//! - `transport.rs`: URLs (single server, Sentinel, Cluster) into redis-rs clients, with
-//!   credentials and TLS;
+//! - `endpoint.rs`: what a URL names (single server, Sentinel, Cluster), credentials decoded;
+//! - `transport.rs`: those endpoints into redis-rs clients, with credentials and TLS;
+//! - `slots.rs`: a cluster's slot map (which primary serves which slots, a key's slot);
 //! - `topology.rs`, `cluster.rs`: where commands go (one server, the primary behind Sentinel,
 //!   an application's pool, the node owning a slot) and following a cluster's answers;
 //! - `commands.rs` (with `commands/coalesce.rs`): the few multiplexed connections kept out of
@@ -11,13 +12,15 @@
 //! - `app.rs`: a connection for an application's own commands.
 //!
 //! May import: `keylatch-core`; inside, each file only those listed before it (`commands`
-//! uses `topology`, `cluster` and `script`; `transport` uses `config` and `tls`).
+//! uses `topology`, `cluster` and `script`; `transport` uses `config`, `tls` and `endpoint`).
 
 pub(crate) mod app;
 pub(crate) mod cluster;
 pub(crate) mod commands;
 pub(crate) mod config;
+pub(crate) mod endpoint;
 pub(crate) mod script;
+pub(crate) mod slots;
 pub(crate) mod tls;
 pub(crate) mod topology;
 pub(crate) mod transport;
