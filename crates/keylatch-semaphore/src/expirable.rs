@@ -10,16 +10,12 @@ use keylatch_redis::redis::Value;
 use keylatch_redis::{Client, prefixed, suffixed, wait_for};
 use tokio::time::Instant;
 
+use crate::counts::{MAX_PERMITS, MAX_PERMITS_PER_CALL, check_delta, check_permits, refused};
 use crate::expirable_shared::Shared;
 use crate::permit::Permit;
-use crate::request::{
-    MAX_PERMITS, MAX_PERMITS_PER_CALL, Requests, Settle, check_delta, check_permits, refused,
-    release_once, run_idempotent,
-};
-use crate::scripts::{
-    EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_LEASE, EXP_RENEW, EXP_SET, EXP_TRY_SET, EXP_UNDO,
-    EXP_UPDATE,
-};
+use crate::request::Requests;
+use crate::retry::{Settle, run_idempotent};
+use crate::scripts::{EXP_ACQUIRE, EXP_ADD, EXP_COUNTS, EXP_RENEW, EXP_SET, EXP_TRY_SET, EXP_UNDO};
 use crate::semaphore_shared::{unexpected, wake_mode};
 
 /// The longest permit id accepted; longer ids are unknown by construction.
@@ -28,7 +24,7 @@ const MAX_ID_LEN: usize = 256;
 /// Whether `id` can name a permit: hex digits (either case), an even number of them, as
 /// Redisson's ids. The scripts store the bytes they stand for; any other id is unknown by
 /// construction and never sent.
-fn is_permit_id(id: &str) -> bool {
+pub(crate) fn is_permit_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ID_LEN
         && id.len().is_multiple_of(2)
@@ -481,163 +477,6 @@ impl PermitExpirableSemaphore {
                 u64::try_from(ms).unwrap_or(0) + 1,
             )))),
             _ => Err(unexpected("expirable_semaphore_acquire")),
-        }
-    }
-
-    /// Gives back the permit `id`, whoever holds it. A [`Permit`] guard of this client for
-    /// that id then reports [`Error::UnknownPermit`] from its own release.
-    ///
-    /// # Errors
-    /// [`Error::UnknownPermit`] when the id is unknown or its lease already ended (nothing
-    /// changed); [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
-    ///
-    /// # Cancel safety
-    /// As [`try_release`](PermitExpirableSemaphore::try_release).
-    pub async fn release(&self, id: &str) -> Result<()> {
-        if self.try_release(id).await? {
-            Ok(())
-        } else {
-            Err(self.unknown(id))
-        }
-    }
-
-    /// Gives back the permit `id`, whoever holds it; returns `false` when the id is unknown or
-    /// its lease already ended (nothing changed). A lost reply, a failed connection or an
-    /// unreachable server is retried until the server answers, while the client lives; a
-    /// permit released by a lost attempt is reported as released. The call waits at most
-    /// [`Config::release_timeout`](keylatch_redis::Config::release_timeout), then returns
-    /// [`Error::Timeout`] and the release goes on in the background
-    /// ([`Client::shutdown`](keylatch_redis::Client::shutdown) reports it if still unconfirmed).
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::Timeout`] (it goes on in the
-    /// background), [`Error::Closed`], Redis errors.
-    ///
-    /// # Cancel safety
-    /// Once polled, the release happens even if the future is dropped (it is finished in the
-    /// background); releasing an id twice releases it once.
-    pub async fn try_release(&self, id: &str) -> Result<bool> {
-        self.shared.client.validate_name(self.name())?;
-        if !is_permit_id(id) {
-            return Ok(false);
-        }
-        let call = self.shared.release_call(&[id]);
-        match release_once(&self.shared.client, call, &self.shared.name, 1, None).await? {
-            (Value::Int(1), _) => Ok(true),
-            // An earlier attempt whose reply was lost may have released it.
-            (Value::Int(0), attempts) => Ok(attempts > 1),
-            _ => Err(unexpected("expirable_semaphore_release")),
-        }
-    }
-
-    /// Gives back every permit of `ids` in one call, whoever holds them (Redisson's
-    /// `release(ids)`); returns how many were held. Ids that are unknown or whose lease
-    /// already ended are skipped.
-    ///
-    /// Retried as [`try_release`](PermitExpirableSemaphore::try_release).
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], [`Error::InvalidPermits`] for more than
-    /// [`MAX_PERMITS_PER_CALL`] ids, [`Error::WrongType`], [`Error::Timeout`] (it goes on in
-    /// the background), [`Error::Closed`], Redis errors.
-    ///
-    /// # Cancel safety
-    /// As [`try_release`](PermitExpirableSemaphore::try_release): once polled, the release
-    /// happens even if the future is dropped. After a lost reply the count may miss ids the
-    /// lost attempt released.
-    pub async fn release_many(&self, ids: &[&str]) -> Result<u64> {
-        self.shared.client.validate_name(self.name())?;
-        if ids.len() > MAX_PERMITS_PER_CALL as usize {
-            return Err(Error::InvalidPermits {
-                reason: "at most 1000 permits per call",
-            });
-        }
-        let ids: Vec<&str> = ids.iter().copied().filter(|id| is_permit_id(id)).collect();
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let call = self.shared.release_call(&ids);
-        let permits = ids.len() as u64;
-        match release_once(&self.shared.client, call, &self.shared.name, permits, None).await? {
-            (Value::Int(released), _) => Ok(u64::try_from(released).unwrap_or(0)),
-            _ => Err(unexpected("expirable_semaphore_release")),
-        }
-    }
-
-    /// The time left on the lease of the permit `id` (server clock); `None` when the id is
-    /// unknown or its lease already ended (Redisson's `getLeaseTime`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (a read; the reclaim it may do is atomic and needed anyway).
-    pub async fn remaining_lease(&self, id: &str) -> Result<Option<Duration>> {
-        self.shared.client.validate_name(self.name())?;
-        if !is_permit_id(id) {
-            return Ok(None);
-        }
-        let call = EXP_LEASE
-            .call()
-            .key(self.name())
-            .key(self.timeout_key())
-            .key(self.channel())
-            .arg(id);
-        match self.shared.client.eval_value(&call).await? {
-            Value::Int(ms) if ms >= 0 => {
-                Ok(Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
-            }
-            Value::Int(_) => Ok(None),
-            _ => Err(unexpected("expirable_semaphore_lease")),
-        }
-    }
-
-    /// Sets the lease of the permit `id` anew: it ends `lease` from now (server clock). A
-    /// watchdog-mode permit's next renewal sets it back to the watchdog timeout, and a
-    /// [`Permit`] guard's [`valid_until`](Permit::valid_until) does not follow a change made
-    /// by id: do not shorten the lease of a permit whose guard relies on it.
-    ///
-    /// # Errors
-    /// [`Error::UnknownPermit`] when the id is unknown or its lease already ended;
-    /// [`Error::InvalidName`], [`Error::InvalidLease`], [`Error::WrongType`], Redis errors.
-    ///
-    /// # Cancel safety
-    /// Dropping the future may or may not have changed the lease; nothing else is affected.
-    pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<()> {
-        self.shared.client.validate_name(self.name())?;
-        validate_lease(lease)?;
-        if !is_permit_id(id) {
-            return Err(self.unknown(id));
-        }
-        let call = EXP_UPDATE
-            .call()
-            .key(self.name())
-            .key(self.timeout_key())
-            .key(self.channel())
-            .arg(id)
-            .arg(lease_millis(lease));
-        // Setting a lease from now is idempotent enough to retry.
-        match run_idempotent(&self.shared.client, &call, Instant::now()).await? {
-            (Value::Int(1), _) => Ok(()),
-            (Value::Int(0), _) => Err(self.unknown(id)),
-            _ => Err(unexpected("expirable_semaphore_update_lease")),
-        }
-    }
-
-    /// A call of `script` with the four keys every expirable script takes first.
-    fn keys(&self, script: &'static keylatch_redis::LuaScript) -> keylatch_redis::ScriptCall {
-        script
-            .call()
-            .key(self.name())
-            .key(self.timeout_key())
-            .key(self.channel())
-            .key(self.total_key())
-    }
-
-    fn unknown(&self, id: &str) -> Error {
-        Error::UnknownPermit {
-            name: self.name().to_owned(),
-            id: id.to_owned(),
         }
     }
 }

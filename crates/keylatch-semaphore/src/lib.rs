@@ -38,22 +38,26 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod counts;
 mod expirable;
+mod expirable_ids;
 mod expirable_lock;
 mod expirable_shared;
 mod lock;
 mod permit;
 mod request;
+mod retry;
 mod scripts;
 mod semaphore;
 mod semaphore_permit;
 mod semaphore_shared;
+mod settled;
 
+pub use counts::{MAX_PERMITS, MAX_PERMITS_PER_CALL};
 pub use expirable::PermitExpirableSemaphore;
 pub use expirable_lock::ExpirableSemaphoreLock;
 pub use lock::SemaphoreLock;
 pub use permit::Permit;
-pub use request::{MAX_PERMITS, MAX_PERMITS_PER_CALL};
 pub use scripts::SCRIPTS;
 pub use semaphore::Semaphore;
 pub use semaphore_permit::SemaphorePermit;

@@ -10,7 +10,7 @@ use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::expirable_shared::Shared;
-use crate::request::run_until_applied;
+use crate::retry::run_until_applied;
 use crate::semaphore_shared::unexpected;
 
 /// One permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), held by

@@ -8,10 +8,9 @@ use keylatch_redis::redis::{self, Value};
 use keylatch_redis::{Client, ScriptCall, prefixed, wait_for};
 use tokio::time::Instant;
 
-use crate::request::{
-    MAX_PERMITS, Requests, Settle, check_delta, check_permits, parse_count, refused,
-    run_idempotent, with_keys,
-};
+use crate::counts::{MAX_PERMITS, check_delta, check_permits, parse_count, refused};
+use crate::request::Requests;
+use crate::retry::{Settle, run_idempotent, with_keys};
 use crate::scripts::{ACQUIRE, ADD, DRAIN, SET, TRY_SET, UNDO_ACQUIRE};
 use crate::semaphore_permit::SemaphorePermit;
 use crate::semaphore_shared::{Shared, unexpected, wake_mode};

@@ -11,7 +11,8 @@ use keylatch_core::{
 use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
-use crate::request::{MAX_PERMITS, refused, run_until_applied, with_keys};
+use crate::counts::{MAX_PERMITS, refused};
+use crate::retry::{run_until_applied, with_keys};
 use crate::scripts::ADD;
 use crate::semaphore_shared::{Shared, unexpected};
 

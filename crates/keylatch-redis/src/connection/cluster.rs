@@ -31,7 +31,6 @@ pub(crate) use crate::connection::slots::{Node, SlotMap, slot, slot_map};
 /// How many redirections (`MOVED`, `ASK`) one call follows before it gives up.
 const MAX_REDIRECTIONS: usize = 8;
 
-
 /// Where a call goes next.
 #[derive(Clone, Debug)]
 enum Target {
@@ -344,4 +343,3 @@ pub(crate) async fn load_everywhere(
     }
     Ok(())
 }
-

@@ -174,7 +174,6 @@ impl Endpoint {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,4 +229,3 @@ mod tests {
         }
     }
 }
-

@@ -379,4 +379,3 @@ pub(crate) fn is_tls_verification(err: &(dyn std::error::Error + 'static)) -> bo
     }
     false
 }
-
