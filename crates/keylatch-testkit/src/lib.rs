@@ -109,6 +109,7 @@
 
 mod build;
 mod cluster;
+mod process;
 mod proxy;
 mod resp;
 mod sentinel;

@@ -1,0 +1,213 @@
+//! The checker's own tests: small histories with known answers.
+
+use super::*;
+
+const MS: u64 = 1_000_000;
+
+fn ev(p: &str, ms: u64, kind: Kind, op: Op) -> Event {
+    Event::new(p, ms * MS, kind, op)
+}
+
+fn acquire(h: &mut Vec<Event>, p: &str, at: u64, ok_at: u64, token: u64, lease_ms: u64) {
+    let mut inv = ev(p, at, Kind::Invoke, Op::Acquire);
+    inv.lease_ms = Some(lease_ms);
+    h.push(inv);
+    h.push(ev(p, ok_at, Kind::Ok, Op::Acquire).token(token));
+}
+
+fn write(h: &mut Vec<Event>, p: &str, at: u64, done: u64, token: u64, kind: Kind) {
+    let mut inv = ev(p, at, Kind::Invoke, Op::Write).token(token);
+    inv.write_id = Some(format!("{p}-{at}"));
+    h.push(inv);
+    h.push(ev(p, done, kind, Op::Write));
+}
+
+fn release(h: &mut Vec<Event>, p: &str, at: u64, done: u64, kind: Kind) {
+    h.push(ev(p, at, Kind::Invoke, Op::Release));
+    h.push(ev(p, done, kind, Op::Release));
+}
+
+/// Two workers taking turns, each writing with its token.
+fn clean() -> Vec<Event> {
+    let mut h = Vec::new();
+    acquire(&mut h, "c1", 0, 2, 1, 1000);
+    write(&mut h, "c1", 3, 4, 1, Kind::Ok);
+    acquire(&mut h, "c2", 1, 12, 2, 1000); // waits for c1
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    write(&mut h, "c2", 13, 14, 2, Kind::Ok);
+    release(&mut h, "c2", 20, 21, Kind::Ok);
+    h
+}
+
+fn log_of(h: &[Event]) -> Vec<(u64, String)> {
+    let ops = operations(h);
+    ops.iter()
+        .filter(|o| o.op == Op::Write && o.is_ok())
+        .map(|o| (o.token.unwrap_or(0), o.write_id.clone().unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn a_clean_history_has_no_violation() {
+    let h = clean();
+    let log = log_of(&h);
+    let r = check(&h, Some(&log));
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!(r.operations, 6);
+    assert_eq!(r.acquisitions, 2);
+    assert_eq!(r.writes_accepted, 2);
+}
+
+#[test]
+fn an_overlap_is_found() {
+    let mut h = Vec::new();
+    acquire(&mut h, "c1", 0, 2, 1, 1000);
+    // The server restarted without the lock: c2 gets in while c1 still holds.
+    acquire(&mut h, "c2", 5, 6, 1, 1000);
+    release(&mut h, "c1", 10, 11, Kind::Fail);
+    release(&mut h, "c2", 20, 21, Kind::Ok);
+    let r = check(&h, None);
+    let me: Vec<_> = r
+        .violations
+        .iter()
+        .filter(|v| v.kind == ViolationKind::MutualExclusion)
+        .collect();
+    assert_eq!(me.len(), 1, "{:?}", r.violations);
+    assert_eq!(me[0].processes, ["c1", "c2"]);
+    assert_eq!((me[0].from, me[0].to), (0, 10 * MS));
+    // The token was issued again.
+    assert!(
+        r.violations
+            .iter()
+            .any(|v| v.kind == ViolationKind::TokenOrder)
+    );
+    let text = timeline(&h, r.shortest().unwrap(), 0);
+    assert!(text.contains("c2       ok     acquire  token=1"), "{text}");
+}
+
+#[test]
+fn a_hold_ends_at_its_lease() {
+    let mut h = Vec::new();
+    // c1 is paused past its 100 ms lease; c2 gets in after it; c1 releases late.
+    acquire(&mut h, "c1", 0, 2, 1, 100);
+    acquire(&mut h, "c2", 50, 150, 2, 100);
+    release(&mut h, "c1", 400, 401, Kind::Fail);
+    release(&mut h, "c2", 200, 201, Kind::Ok);
+    assert!(check(&h, None).violations.is_empty());
+    // With a longer lease the same history overlaps.
+    h[0].lease_ms = Some(1000);
+    h[2].lease_ms = Some(1000);
+    assert_eq!(check(&h, None).violations.len(), 1);
+}
+
+#[test]
+fn a_recorded_validity_deadline_ends_the_hold() {
+    let mut h = Vec::new();
+    // c1 waited 5 s for the lock (lease 1 s), so its lease began long after its invoke.
+    acquire(&mut h, "c1", 0, 5000, 1, 1000);
+    h[1].valid_until = Some(5900 * MS);
+    acquire(&mut h, "c2", 5800, 5950, 2, 1000);
+    release(&mut h, "c1", 6500, 6501, Kind::Fail);
+    release(&mut h, "c2", 6600, 6601, Kind::Ok);
+    assert!(check(&h, None).violations.is_empty());
+    // The deadline is what counts: a later one overlaps c2.
+    h[1].valid_until = Some(6000 * MS);
+    assert_eq!(check(&h, None).violations.len(), 1);
+    // And it is capped at ok + lease.
+    h[1].valid_until = Some(9000 * MS);
+    h[3].time = 6050 * MS;
+    assert!(
+        check(&h, None).violations.is_empty(),
+        "{:?}",
+        check(&h, None).violations
+    );
+}
+
+#[test]
+fn a_holder_without_a_release_holds_to_its_lease_end_or_the_end_of_the_run() {
+    let mut h = Vec::new();
+    acquire(&mut h, "c1", 0, 2, 1, 1000);
+    // c1 never releases (killed); c2 gets in at 500 ms.
+    acquire(&mut h, "c2", 400, 500, 2, 1000);
+    release(&mut h, "c2", 600, 601, Kind::Ok);
+    assert_eq!(check(&h, None).violations.len(), 1);
+    // Past c1's lease it is fine.
+    h[2].time = 1100 * MS;
+    h[3].time = 1200 * MS;
+    h[4].time = 1300 * MS;
+    h[5].time = 1301 * MS;
+    assert!(check(&h, None).violations.is_empty());
+}
+
+#[test]
+fn an_info_acquire_is_no_hold() {
+    let mut h = Vec::new();
+    let mut inv = ev("c1", 0, Kind::Invoke, Op::Acquire);
+    inv.lease_ms = Some(1000);
+    h.push(inv);
+    h.push(ev("c1", 5, Kind::Info, Op::Acquire).detail("timeout"));
+    acquire(&mut h, "c2", 6, 7, 1, 1000);
+    release(&mut h, "c2", 20, 21, Kind::Ok);
+    assert!(check(&h, None).violations.is_empty());
+}
+
+#[test]
+fn a_stale_write_accepted_is_found_and_a_refused_one_is_not() {
+    let mut h = clean();
+    // c1 was paused and writes again with its old token after c2's write was acknowledged.
+    write(&mut h, "c1", 30, 31, 1, Kind::Fail);
+    let log = log_of(&h);
+    let r = check(&h, Some(&log));
+    assert!(r.violations.is_empty());
+    // c1's lease (1000 ms from 0) had not ended at 30 ms.
+    assert_eq!((r.late_writes_accepted, r.late_writes_refused), (0, 0));
+    h[0].lease_ms = Some(20);
+    assert_eq!(check(&h, Some(&log)).late_writes_refused, 1);
+    h[0].lease_ms = Some(1000);
+    let n = h.len();
+    h[n - 1].kind = Kind::Ok;
+    let r = check(&h, None);
+    assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+    assert_eq!(r.violations[0].kind, ViolationKind::StaleWrite);
+    // The register's own log out of order is found too.
+    let log = log_of(&h);
+    let r = check(&h, Some(&log));
+    assert_eq!(
+        r.counts().get("stale-write"),
+        Some(&2),
+        "{:?}",
+        r.violations
+    );
+}
+
+#[test]
+fn a_lost_acknowledged_write_is_found() {
+    let h = clean();
+    let mut log = log_of(&h);
+    log.pop();
+    let r = check(&h, Some(&log));
+    assert_eq!(r.violations.len(), 1);
+    assert_eq!(r.violations[0].kind, ViolationKind::LostWrite);
+}
+
+#[test]
+fn the_shortest_counterexample_is_chosen() {
+    let mut h = Vec::new();
+    acquire(&mut h, "c1", 0, 2, 1, 10_000);
+    acquire(&mut h, "c2", 100, 101, 2, 10_000);
+    release(&mut h, "c2", 5000, 5001, Kind::Ok);
+    acquire(&mut h, "c3", 6000, 6001, 3, 10_000);
+    release(&mut h, "c3", 6003, 6004, Kind::Ok);
+    acquire(&mut h, "c4", 6002, 6002, 4, 10_000);
+    release(&mut h, "c4", 6010, 6011, Kind::Ok);
+    release(&mut h, "c1", 9000, 9001, Kind::Ok);
+    let r = check(&h, None);
+    assert_eq!(
+        r.counts().get("mutual-exclusion"),
+        Some(&4),
+        "{:?}",
+        r.violations
+    );
+    let s = r.shortest().unwrap();
+    assert_eq!(s.processes, ["c3", "c4"]);
+}
