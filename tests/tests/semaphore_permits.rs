@@ -152,20 +152,20 @@ async fn expirable_permits_released_together_and_their_leases_read() {
 
     let refs: Vec<&str> = ids.iter().map(String::as_str).chain(["unknown"]).collect();
     assert_eq!(
-        semaphore.release_many(&refs).await.unwrap(),
+        semaphore.try_release_many(&refs).await.unwrap(),
         3,
         "three were held"
     );
     assert_eq!(semaphore.available_permits().await.unwrap(), 4);
     assert_eq!(
-        semaphore.release_many(&refs).await.unwrap(),
+        semaphore.try_release_many(&refs).await.unwrap(),
         0,
         "released once"
     );
     assert_eq!(semaphore.remaining_lease(&ids[0]).await.unwrap(), None);
     let too_many = vec!["x"; 1001];
     assert!(matches!(
-        semaphore.release_many(&too_many).await,
+        semaphore.try_release_many(&too_many).await,
         Err(Error::InvalidPermits { .. })
     ));
 }

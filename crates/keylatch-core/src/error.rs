@@ -69,6 +69,15 @@ pub enum Error {
         /// The permit id.
         id: String,
     },
+    /// Some of the permit ids given to an all-or-none release are unknown or their lease
+    /// already ended; nothing was released.
+    #[error("permits {ids:?} of semaphore {name:?} are unknown or expired; none was released")]
+    UnknownPermits {
+        /// The semaphore's name.
+        name: String,
+        /// The ids not held.
+        ids: Vec<String>,
+    },
     /// A key keylatch needs holds a value of another type (Redis `WRONGTYPE`). Nothing was
     /// changed.
     #[error("key {key:?} holds a value of the wrong type for this primitive")]

@@ -15,6 +15,8 @@
 //!   reference-counted subscriptions; [`wait_for`], the wait loop woken through it.
 //! - The watchdog's renewal task, which renews the registry's watchdog-mode holds in batches
 //!   ([`RENEW_HASH_HOLDS`], [`LuaScript::renewal`]).
+//! - An object's lifecycle ([`object`]: exists, delete, expire, clear the expiry) over the
+//!   keys it is made of.
 //! - Redis key naming ([`prefixed`], [`suffixed`]) and the conversion of redis-rs errors into
 //!   keylatch's ([`from_redis`]).
 //!
@@ -36,6 +38,7 @@ mod client;
 mod connection;
 mod error;
 mod keys;
+pub mod object;
 mod pubsub;
 mod renewal;
 mod wait;

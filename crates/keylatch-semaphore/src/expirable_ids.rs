@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::counts::MAX_PERMITS_PER_CALL;
 use crate::expirable::{PermitExpirableSemaphore, is_permit_id};
 use crate::retry::{release_once, run_idempotent};
-use crate::scripts::{EXP_LEASE, EXP_UPDATE};
+use crate::scripts::{EXP_LEASE, EXP_RELEASE_ALL, EXP_UPDATE};
 use crate::semaphore_shared::unexpected;
 
 impl PermitExpirableSemaphore {
@@ -63,9 +63,88 @@ impl PermitExpirableSemaphore {
         }
     }
 
-    /// Gives back every permit of `ids` in one call, whoever holds them (Redisson's
-    /// `release(ids)`); returns how many were held. Ids that are unknown or whose lease
-    /// already ended are skipped.
+    /// Gives back every permit of `ids` in one call, whoever holds them, all or none
+    /// (Redisson's `release(ids)`): when any id is unknown or its lease already ended, nothing
+    /// is released and the error names those ids.
+    ///
+    /// Retried as [`try_release`](PermitExpirableSemaphore::try_release). After a lost reply,
+    /// a retry that finds every id gone takes them for released by the lost attempt.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPermits`] naming the ids that are not permit ids, or, when all are,
+    /// those the semaphore does not hold (nothing released); [`Error::InvalidName`],
+    /// [`Error::InvalidPermits`] for more than [`MAX_PERMITS_PER_CALL`] ids,
+    /// [`Error::WrongType`], [`Error::Timeout`] (it goes on in the background),
+    /// [`Error::Closed`], Redis errors.
+    ///
+    /// # Cancel safety
+    /// As [`try_release`](PermitExpirableSemaphore::try_release): once polled, the release
+    /// happens (all or none) even if the future is dropped.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: keylatch::Client, ids: Vec<String>) -> keylatch::Result<()> {
+    /// let workers = client.permit_expirable_semaphore("workers");
+    /// let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    /// match workers.release_many(&ids).await {
+    ///     Ok(()) => println!("released {} permits", ids.len()),
+    ///     Err(keylatch::Error::UnknownPermits { ids, .. }) => println!("not held: {ids:?}"),
+    ///     Err(err) => return Err(err),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_many(&self, ids: &[&str]) -> Result<()> {
+        self.shared.client.validate_name(self.name())?;
+        if ids.len() > MAX_PERMITS_PER_CALL as usize {
+            return Err(Error::InvalidPermits {
+                reason: "at most 1000 permits per call",
+            });
+        }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let malformed: Vec<&str> = ids.iter().copied().filter(|id| !is_permit_id(id)).collect();
+        if !malformed.is_empty() {
+            return Err(self.unknown_ids(malformed));
+        }
+        let mut call = EXP_RELEASE_ALL
+            .call()
+            .key(self.name())
+            .key(self.timeout_key())
+            .key(self.channel());
+        for id in ids {
+            call = call.arg(*id);
+        }
+        let permits = ids.len() as u64;
+        let (reply, attempts) =
+            release_once(&self.shared.client, call, &self.shared.name, permits, None).await?;
+        let Value::Array(items) = reply else {
+            return Err(unexpected("expirable_semaphore_release_all"));
+        };
+        let mut items = items.into_iter();
+        match items.next() {
+            Some(Value::Int(_)) if items.len() == 0 => Ok(()),
+            Some(Value::Int(0)) => {
+                let unknown: Vec<&str> = items
+                    .filter_map(|item| match item {
+                        Value::Int(at) => usize::try_from(at).ok()?.checked_sub(1),
+                        _ => None,
+                    })
+                    .filter_map(|at| ids.get(at).copied())
+                    .collect();
+                if attempts > 1 && unknown.len() == ids.len() {
+                    // A lost attempt released them all.
+                    Ok(())
+                } else {
+                    Err(self.unknown_ids(unknown))
+                }
+            }
+            _ => Err(unexpected("expirable_semaphore_release_all")),
+        }
+    }
+
+    /// Gives back the permits of `ids` that are held, in one call, whoever holds them, and
+    /// returns how many that was; ids that are unknown or whose lease already ended are
+    /// skipped. [`release_many`](PermitExpirableSemaphore::release_many) releases all or none.
     ///
     /// Retried as [`try_release`](PermitExpirableSemaphore::try_release).
     ///
@@ -78,7 +157,7 @@ impl PermitExpirableSemaphore {
     /// As [`try_release`](PermitExpirableSemaphore::try_release): once polled, the release
     /// happens even if the future is dropped. After a lost reply the count may miss ids the
     /// lost attempt released.
-    pub async fn release_many(&self, ids: &[&str]) -> Result<u64> {
+    pub async fn try_release_many(&self, ids: &[&str]) -> Result<u64> {
         self.shared.client.validate_name(self.name())?;
         if ids.len() > MAX_PERMITS_PER_CALL as usize {
             return Err(Error::InvalidPermits {
@@ -168,6 +247,13 @@ impl PermitExpirableSemaphore {
             .key(self.timeout_key())
             .key(self.channel())
             .key(self.total_key())
+    }
+
+    fn unknown_ids(&self, ids: Vec<&str>) -> Error {
+        Error::UnknownPermits {
+            name: self.name().to_owned(),
+            ids: ids.into_iter().map(str::to_owned).collect(),
+        }
     }
 
     pub(crate) fn unknown(&self, id: &str) -> Error {

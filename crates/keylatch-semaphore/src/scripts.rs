@@ -31,6 +31,13 @@ pub(crate) static EXP_RELEASE: LuaScript = LuaScript::freeing(
         include_str!("lua/exp_release.lua")
     ),
 );
+pub(crate) static EXP_RELEASE_ALL: LuaScript = LuaScript::freeing(
+    "expirable_semaphore_release_all",
+    concat!(
+        include_str!("lua/exp_prelude.lua"),
+        include_str!("lua/exp_release_all.lua")
+    ),
+);
 pub(crate) static EXP_UNDO: LuaScript = LuaScript::freeing(
     "expirable_semaphore_undo_acquire",
     concat!(

@@ -3,13 +3,18 @@
 -- KEYS[4..] markers of requests whose replies were seen (deleted when the count changes)
 -- ARGV[1] the change (negative removes permits), ARGV[2] the marker's ttl in ms, counted from
 -- now (when the server applies the request, not when the client sent it), ARGV[3] the largest
--- count allowed
+-- count allowed, ARGV[4] '1' to apply only if the count's key exists (a release must not bring
+-- back a deleted semaphore)
 -- Returns 1 when applied (and publishes the new count when it grew); 1 again, without applying
 -- anything, for a request already applied (so retries after a lost reply are idempotent: the
 -- retry sets the marker's ttl again, so it lives ARGV[2] past the last attempt that arrived);
--- -1 when the count would exceed ARGV[3], -2 when it would fall below zero (nothing changed).
+-- -1 when the count would exceed ARGV[3], -2 when it would fall below zero (nothing changed);
+-- 0 when ARGV[4] asked for an existing count and there is none (nothing changed, no marker).
 if redis.call('pexpire', KEYS[3], ARGV[2]) == 1 then
   return 1
+end
+if ARGV[4] == '1' and redis.call('exists', KEYS[1]) == 0 then
+  return 0
 end
 local value = redis.call('get', KEYS[1])
 local current = 0
