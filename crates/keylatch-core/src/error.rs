@@ -44,6 +44,13 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// The owner that holds a non-reentrant lock asked for it again: an error at once rather
+    /// than a wait that would never end. Nothing was changed (the first hold is intact).
+    #[error("lock {name:?} is non-reentrant and already held by this owner")]
+    AlreadyHeld {
+        /// The lock name.
+        name: String,
+    },
     /// A reader asked for the write lock of the same read-write lock: waiting would deadlock
     /// (it would wait for its own read hold to end). Nothing was changed.
     #[error(

@@ -42,6 +42,7 @@
 mod flight;
 mod keys;
 mod lock;
+mod reads;
 mod release;
 mod scripts;
 mod wait;

@@ -85,6 +85,8 @@ pub struct FairLock {
     pub(crate) fencing: bool,
     pub(crate) waiter_timeout: Duration,
     pub(crate) direct_grant: bool,
+    /// `false` for [`FairLock::non_reentrant`].
+    pub(crate) reentrant: bool,
     pub(crate) release: Arc<FairRelease>,
 }
 
@@ -104,7 +106,25 @@ impl FairLock {
             fencing: false,
             waiter_timeout: DEFAULT_WAITER_TIMEOUT,
             direct_grant: true,
+            reentrant: true,
         }
+    }
+
+    /// A handle on the fair lock `name` that is **not reentrant** (Redisson's
+    /// `getNonReentrantFairLock`, same layout): an acquisition by the owner that already holds
+    /// it fails at once with [`Error::AlreadyHeld`], without queueing, and leaves that hold as
+    /// it was. Other owners queue as usual.
+    pub fn non_reentrant(client: &Client, name: &str) -> FairLock {
+        FairLock {
+            reentrant: false,
+            ..FairLock::new(client, name)
+        }
+    }
+
+    /// Whether an owner's second acquisition re-enters (`false` for
+    /// [`non_reentrant`](FairLock::non_reentrant) handles).
+    pub fn is_reentrant(&self) -> bool {
+        self.reentrant
     }
 
     /// A handle whose acquisitions are all for `owner`: they re-enter each other's holds
@@ -185,7 +205,8 @@ impl FairLock {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidConfig`] (waiter timeout),
     /// [`Error::WrongType`], [`Error::NoTtl`] (the key is held without an expiry: waiting
-    /// would never end), Redis errors.
+    /// would never end), [`Error::AlreadyHeld`] (a non-reentrant handle's owner holds it
+    /// already), Redis errors.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves no hold, queue entry, subscription or watchdog entry

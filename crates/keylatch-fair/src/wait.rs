@@ -352,7 +352,8 @@ impl FairLock {
             .arg(if queue == Queue::Join { "1" } else { "0" })
             .arg(local)
             .arg(grant_lease)
-            .arg(number);
+            .arg(number)
+            .arg(if self.reentrant { "0" } else { "1" });
         let undo = Undo {
             client: self.client.clone(),
             release: self.release.clone(),
@@ -378,6 +379,11 @@ impl FairLock {
             Value::Int(-1) => {
                 return Err(Error::NoTtl {
                     key: name.to_string(),
+                });
+            }
+            Value::Int(-3) => {
+                return Err(Error::AlreadyHeld {
+                    name: name.to_string(),
                 });
             }
             Value::Int(ms) if ms > 0 => {

@@ -3,7 +3,9 @@
 //!
 //! Most users reach it through the facade: `client.lock(name)`. See [`ReentrantLock`] for its
 //! rules (reentrancy per owner, leases and the watchdog, fencing tokens), and
-//! `docs/data-layout.md` for the keys it writes.
+//! `docs/data-layout.md` for the keys it writes. The same crate has its non-reentrant variant
+//! ([`ReentrantLock::non_reentrant`], `client.non_reentrant_lock(name)`) and the
+//! [`SpinLock`] (`client.spin_lock(name)`), which waits by polling instead of pub/sub.
 //!
 //! **Which primitive should you use?** This one when one node at a time must run something
 //! ("only one node runs the nightly job"). For FIFO order among waiters use the fair lock; for
@@ -13,9 +15,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod backoff;
 mod lock;
+mod reads;
 mod release;
 mod scripts;
+mod spin;
 
+pub use backoff::SpinBackoff;
 pub use lock::ReentrantLock;
 pub use scripts::SCRIPTS;
+pub use spin::SpinLock;

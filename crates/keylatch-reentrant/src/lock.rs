@@ -44,17 +44,35 @@ use crate::scripts::{ACQUIRE, FORCE_UNLOCK, UNLOCK_MESSAGE};
 /// ```
 #[derive(Clone, Debug)]
 pub struct ReentrantLock {
-    client: Client,
-    name: Arc<str>,
-    owner: Option<Owner>,
+    pub(crate) client: Client,
+    pub(crate) name: Arc<str>,
+    pub(crate) owner: Option<Owner>,
     fencing: bool,
-    release: Arc<ReentrantRelease>,
+    /// `false` for [`ReentrantLock::non_reentrant`].
+    reentrant: bool,
+    pub(crate) release: Arc<ReentrantRelease>,
 }
 
 impl ReentrantLock {
     /// A handle on the lock `name`. Nothing is sent to Redis; a bad name is reported by the
     /// first operation ([`Error::InvalidName`]).
     pub fn new(client: &Client, name: &str) -> ReentrantLock {
+        ReentrantLock::publishing(client, name, UNLOCK_MESSAGE)
+    }
+
+    /// A handle on the lock `name` that is **not reentrant** (Redisson's
+    /// `getNonReentrantLock`, same layout): an acquisition by the owner that already holds it
+    /// fails at once with [`Error::AlreadyHeld`] and leaves that hold as it was, where the
+    /// reentrant lock would re-enter. Other owners wait as usual.
+    pub fn non_reentrant(client: &Client, name: &str) -> ReentrantLock {
+        ReentrantLock {
+            reentrant: false,
+            ..ReentrantLock::new(client, name)
+        }
+    }
+
+    /// A handle whose full release publishes `message` (`""`: nothing, for the spin lock).
+    pub(crate) fn publishing(client: &Client, name: &str, message: &'static str) -> ReentrantLock {
         let name: Arc<str> = Arc::from(name);
         ReentrantLock {
             client: client.clone(),
@@ -63,10 +81,12 @@ impl ReentrantLock {
                 channel: prefixed("redisson_lock__channel", &name),
                 token_key: prefixed("redisson_lock_token", &name),
                 name: name.clone(),
+                message,
             }),
             name,
             owner: None,
             fencing: false,
+            reentrant: true,
         }
     }
 
@@ -89,6 +109,12 @@ impl ReentrantLock {
         handle
     }
 
+    /// Whether an owner's second acquisition re-enters (`false` for
+    /// [`non_reentrant`](ReentrantLock::non_reentrant) handles).
+    pub fn is_reentrant(&self) -> bool {
+        self.reentrant
+    }
+
     /// The lock name (the hash key).
     pub fn name(&self) -> &str {
         &self.name
@@ -103,7 +129,8 @@ impl ReentrantLock {
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::NoTtl`] (the key is held without
-    /// an expiry: waiting would never end), Redis errors.
+    /// an expiry: waiting would never end), [`Error::AlreadyHeld`] (a non-reentrant handle's
+    /// owner holds it already), Redis errors.
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind; a request already sent is undone.
@@ -157,6 +184,26 @@ impl ReentrantLock {
     /// # Cancel safety
     /// As [`lock`](ReentrantLock::lock).
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        let (owner, hold_key, lease, renewal) = self.prepare(&options)?;
+        let deadline = options.deadline();
+        keylatch_redis::wait_for(
+            &self.client,
+            "reentrant",
+            Some(owner),
+            self.channel(),
+            WakeMode::One,
+            deadline,
+            || self.attempt(owner, &hold_key, lease, renewal),
+        )
+        .await
+    }
+
+    /// Checks the name and lease and draws the owner: what every attempt of one acquisition
+    /// shares.
+    pub(crate) fn prepare(
+        &self,
+        options: &AcquireOptions,
+    ) -> Result<(OwnerId, HoldKey, Duration, Renewal)> {
         self.client.validate_name(&self.name)?;
         let (lease, renewal) = match options.lease() {
             Some(lease) => {
@@ -171,20 +218,11 @@ impl ReentrantLock {
         let owner = self.client.owner_id(Owner::or_unique(self.owner));
         // The hold's name, formatted once for every attempt, the undo and the registration.
         let hold_key = HoldKey::new(&self.name, owner);
-        let deadline = options.deadline();
-        keylatch_redis::wait_for(
-            &self.client,
-            "reentrant",
-            Some(owner),
-            self.channel(),
-            WakeMode::One,
-            deadline,
-            || self.attempt(owner, &hold_key, lease, renewal),
-        )
-        .await
+        Ok((owner, hold_key, lease, renewal))
     }
 
-    async fn attempt(
+    /// One acquire attempt (one script call), undone if its reply is lost.
+    pub(crate) async fn attempt(
         &self,
         owner: OwnerId,
         hold_key: &HoldKey,
@@ -208,7 +246,8 @@ impl ReentrantLock {
             .key(&self.release.token_key)
             .arg(keylatch_core::lease_millis(lease))
             .arg(field)
-            .arg(if self.fencing { "1" } else { "0" });
+            .arg(if self.fencing { "1" } else { "0" })
+            .arg(if self.reentrant { "0" } else { "1" });
         let sent_at = Instant::now();
         // Boxed on its own: inline, it would make the acquisition's boxed future larger than
         // the allocator's fast sizes (about 1 KiB in glibc's), which costs more than two
@@ -239,6 +278,11 @@ impl ReentrantLock {
             Value::Int(-1) => {
                 return Err(Error::NoTtl {
                     key: self.name.to_string(),
+                });
+            }
+            Value::Int(-3) => {
+                return Err(Error::AlreadyHeld {
+                    name: self.name.to_string(),
                 });
             }
             Value::Int(pttl) => {
@@ -275,7 +319,7 @@ impl ReentrantLock {
             .call()
             .key(&*self.name)
             .key(self.channel())
-            .arg(UNLOCK_MESSAGE);
+            .arg(self.release.message);
         let released: i64 = self.client.eval(&call).await?;
         Ok(released == 1)
     }

@@ -7,7 +7,7 @@ use keylatch_core::{Error, HoldRelease, OwnerId, Result};
 use keylatch_redis::Client;
 use keylatch_redis::redis::Value;
 
-use crate::scripts::{RELEASE, RELEASE_IF_COUNT, UNLOCK_MESSAGE};
+use crate::scripts::{RELEASE, RELEASE_IF_COUNT};
 
 /// Releases holds of one lock name.
 #[derive(Debug)]
@@ -17,6 +17,9 @@ pub(crate) struct ReentrantRelease {
     /// The derived names, made once per handle (`String`s, not `Arc<str>`s: no copy).
     pub(crate) channel: String,
     pub(crate) token_key: String,
+    /// The message a full release publishes: `UNLOCK_MESSAGE`, or `""` (the spin lock,
+    /// which publishes nothing).
+    pub(crate) message: &'static str,
 }
 
 impl ReentrantRelease {
@@ -25,7 +28,7 @@ impl ReentrantRelease {
             .call()
             .key(&*self.name)
             .key(&*self.channel)
-            .arg(UNLOCK_MESSAGE)
+            .arg(self.message)
             .arg(owner.wire_form().as_str())
     }
 
@@ -59,7 +62,7 @@ impl HoldRelease for ReentrantRelease {
             .call()
             .key(&*self.name)
             .key(&*self.channel)
-            .arg(UNLOCK_MESSAGE)
+            .arg(self.message)
             .arg(owner.wire_form().as_str())
             .arg(expected);
         let _released: i64 = self.client.eval(&call).await?;

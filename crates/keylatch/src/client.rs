@@ -145,6 +145,23 @@ impl Client {
         FairLock::new(&self.core, name)
     }
 
+    /// The non-reentrant lock `name`: a second acquisition by its holder is
+    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) (see [`ReentrantLock::non_reentrant`]).
+    pub fn non_reentrant_lock(&self, name: &str) -> ReentrantLock {
+        ReentrantLock::non_reentrant(&self.core, name)
+    }
+
+    /// The non-reentrant fair lock `name` (see [`FairLock::non_reentrant`]).
+    pub fn non_reentrant_fair_lock(&self, name: &str) -> FairLock {
+        FairLock::non_reentrant(&self.core, name)
+    }
+
+    /// The spin lock `name`: the reentrant lock without pub/sub (see
+    /// [`SpinLock`](keylatch_reentrant::SpinLock)).
+    pub fn spin_lock(&self, name: &str) -> keylatch_reentrant::SpinLock {
+        keylatch_reentrant::SpinLock::new(&self.core, name)
+    }
+
     /// The read-write lock `name` (see [`RwLock`]).
     pub fn rw_lock(&self, name: &str) -> RwLock {
         RwLock::new(&self.core, name)

@@ -35,6 +35,8 @@
 //! | use case | primitive |
 //! |---|---|
 //! | only one node runs a job | [`ReentrantLock`] (`client.lock(name)`) |
+//! | only one node runs a job, and a re-entry would be a bug | `client.non_reentrant_lock(name)` ([`ReentrantLock::non_reentrant`]) |
+//! | only one node runs a job, without pub/sub (large clusters) | [`SpinLock`] (`client.spin_lock(name)`) |
 //! | jobs run in arrival order | [`FairLock`] (`client.fair_lock(name)`) |
 //! | many readers, an occasional writer (cache refresh) | [`RwLock`] (`client.rw_lock(name)`) |
 //! | at most N at once across machines | [`Semaphore`] (`client.semaphore(name)`), or [`PermitExpirableSemaphore`] when a crashed holder's permits must come back |
@@ -75,7 +77,7 @@ pub use keylatch_redis::{
     deadpool_redis, from_redis, redis,
 };
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
-pub use keylatch_reentrant::ReentrantLock;
+pub use keylatch_reentrant::{ReentrantLock, SpinBackoff, SpinLock};
 pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
 pub use keylatch_semaphore::{
     ExpirableSemaphoreLock, MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, PermitExpirableSemaphore,

@@ -4,9 +4,11 @@
 -- ('0': try once, never queue), ARGV[6] how many guards the caller's client has on the owner's
 -- hold, ARGV[7] the lease in ms of a hold handed to the waiter on release ('0': the waiter
 -- does not accept grants; see hand_off), ARGV[8] this attempt's number within its wait (the
--- grant's letter names the attempt whose offer it answers)
+-- grant's letter names the attempt whose offer it answers), ARGV[9] '1' for a non-reentrant
+-- lock (Redisson's RedissonNonReentrantFairLock: same layout)
 -- Returns nil when acquired, {token} when acquired with fencing, -1 when the lock is held
--- without an expiry, otherwise how long (ms, > 0) the caller may sleep before trying again:
+-- without an expiry, -3 when the lock is non-reentrant and the owner already holds it
+-- (nothing changed), otherwise how long (ms, > 0) the caller may sleep before trying again:
 -- the holder's PTTL for the head of the queue, the head's deadline for everyone behind it.
 -- A damaged fencing counter is refused before anything is written.
 if ARGV[4] == '1' and not counter_ok() then
@@ -42,6 +44,9 @@ if redis.call('hexists', KEYS[1], id) == 1 then
       return {tonumber(token)}
     end
     return nil
+  end
+  if ARGV[9] == '1' then
+    return -3
   end
   -- Re-entry. (A queue entry of the same owner, from a concurrent wait, goes.)
   local reply = grant()

@@ -1,7 +1,9 @@
 -- keylatch reentrant lock: acquire or re-enter.
 -- KEYS[1] the lock hash, KEYS[2] the fencing counter
--- ARGV[1] lease in ms, ARGV[2] owner id, ARGV[3] '1' to issue a fencing token
+-- ARGV[1] lease in ms, ARGV[2] owner id, ARGV[3] '1' to issue a fencing token,
+-- ARGV[4] '1' for a non-reentrant lock (Redisson's RedissonNonReentrantLock: same layout)
 -- Returns nil when acquired (Redisson's convention), {token} when acquired with fencing,
+-- -3 when the lock is non-reentrant and the owner already holds it (nothing changed),
 -- otherwise the holder's PTTL in ms (-1: held without an expiry).
 -- A key of another type raises WRONGTYPE before anything is written.
 -- A damaged fencing counter is refused before anything is written.
@@ -11,7 +13,11 @@ if ARGV[3] == '1' then
     return redis.error_reply('WRONGTYPE the fencing counter is not an integer')
   end
 end
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+local held = redis.call('hexists', KEYS[1], ARGV[2]) == 1
+if held and ARGV[4] == '1' then
+  return -3
+end
+if held or redis.call('exists', KEYS[1]) == 0 then
   local token = false
   if ARGV[3] == '1' then
     token = next_token(KEYS[2])

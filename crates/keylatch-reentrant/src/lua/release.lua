@@ -1,6 +1,7 @@
 -- keylatch reentrant lock: release one hold.
 -- KEYS[1] the lock hash, KEYS[2] the wake-up channel
--- ARGV[1] the unlock message ('0'), ARGV[2] owner id
+-- ARGV[1] the unlock message ('0'; '' for
+-- the spin lock, which publishes nothing), ARGV[2] owner id
 -- Returns nil (not an owner: nothing changed), 0 (still held), 1 (released, message published).
 -- A partial release keeps the key's expiry: the holds that remain keep the lease they had.
 local count = redis.call('hget', KEYS[1], ARGV[2])
@@ -12,5 +13,7 @@ if tonumber(count) > 1 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+if ARGV[1] ~= '' then
+  redis.call('publish', KEYS[2], ARGV[1])
+end
 return 1
