@@ -11,8 +11,8 @@ use keylatch_tests::{client, pubsub, server, unique};
 
 /// Subscriptions of a client's hub: channels in use, and waiters holding one.
 fn subscriptions(client: &Client) -> usize {
-    let hub = client.core().hub();
-    hub.channel_count() + hub.subscriber_count()
+    let stats = client.stats();
+    stats.channels + stats.subscribers
 }
 
 async fn cluster() -> (RedisCluster, Client, Client) {
