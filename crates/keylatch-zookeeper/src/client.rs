@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 
 use crate::mutex::ZkMutex;
 use crate::path::{check_path, lock_path};
+use crate::semaphore::ZkSemaphore;
 use crate::session::Shared;
 use crate::url::parse;
 use crate::watch::DisconnectLoss;
@@ -237,6 +238,16 @@ impl ZkClient {
     pub fn lock(&self, name: &str) -> Result<ZkMutex> {
         let path = lock_path(&self.shared.base, name)?;
         Ok(ZkMutex::new(self.shared.clone(), name, path))
+    }
+
+    /// The semaphore `name` (named as [`lock`](ZkClient::lock)'s), with at most `max_leases`
+    /// permits held at once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; [`Error::InvalidPermits`] for a maximum of zero.
+    pub fn semaphore(&self, name: &str, max_leases: u32) -> Result<ZkSemaphore> {
+        let path = lock_path(&self.shared.base, name)?;
+        ZkSemaphore::new(self.shared.clone(), name, path, max_leases)
     }
 
     /// This client's UUID: the first half of its owner ids.

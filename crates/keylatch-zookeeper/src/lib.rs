@@ -9,6 +9,9 @@
 //!   `_c_<uuid>-lock-<sequence>` per acquisition under the lock's path, the lowest sequence
 //!   holds, each waiter watches only its predecessor (FIFO, no herd); reentrancy is local to
 //!   the client (a count per owner; the last release deletes the node).
+//! - [`ZkSemaphore`]: Curator's `InterProcessSemaphoreV2` — a lease node per permit under
+//!   `leases/`, a mutex under `locks/` held while a lease is taken; permits are [`ZkPermit`]s
+//!   (or guards through [`ZkSemaphore::as_lock`]).
 //!
 //! Every guard is the core's [`LockGuard`](keylatch_core::LockGuard); its fencing token is
 //! the creation zxid of the acquisition's node, which strictly increases per path, across
@@ -63,6 +66,7 @@ mod holds;
 mod mutex;
 mod node;
 mod path;
+mod semaphore;
 mod session;
 mod url;
 mod watch;
@@ -70,5 +74,6 @@ mod watch;
 pub use client::{ZkClient, ZkConfig};
 pub use mutex::ZkMutex;
 pub use node::NodeGone;
+pub use semaphore::{ZkPermit, ZkSemaphore, ZkSemaphoreLock};
 pub use url::UrlError;
 pub use watch::DisconnectLoss;

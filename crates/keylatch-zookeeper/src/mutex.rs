@@ -122,10 +122,11 @@ impl DistributedLock for ZkMutex {
         )
         .await;
         let node = background.open(node)?;
-        let Some(node) = node else {
+        let Some((node, undo)) = node else {
             acquisition.finish("timed_out");
             return Ok(None);
         };
+        undo.disarm();
         acquisition.finish("acquired");
         Ok(Some(hold_new(
             &self.shared,

@@ -279,7 +279,8 @@ pub(crate) async fn wait_gone(
 
 /// Contends for `dir` under `lock_name`: creates this acquisition's node and waits until
 /// `decide` (given the contenders in order and the index of ours) names no node to wait for.
-/// `Ok(None)` when the deadline passed first; the node is then deleted.
+/// `Ok(None)` when the deadline passed first; the node is then deleted. The undo returned
+/// with the node deletes it unless disarmed (when the node is handed to a guard).
 ///
 /// # Errors
 /// Store errors (a few lost connections are ridden out); [`NodeGone`] as the source of an
@@ -292,7 +293,7 @@ pub(crate) async fn contend(
     data: &[u8],
     deadline: Option<Instant>,
     decide: impl Fn(&[String], usize) -> Option<String>,
-) -> Result<Option<OwnNode>> {
+) -> Result<Option<(OwnNode, NodeUndo)>> {
     let (node, undo) = create(shared, dir, lock_name, data).await?;
     let mut failures = 0u32;
     loop {
@@ -309,10 +310,7 @@ pub(crate) async fn contend(
             }
         };
         match step.await {
-            Ok(None) => {
-                undo.disarm();
-                return Ok(Some(node));
-            }
+            Ok(None) => return Ok(Some((node, undo))),
             Ok(Some(Waited::Changed)) => failures = 0,
             Ok(Some(Waited::TimedOut)) => {
                 undo.run_now().await?;
