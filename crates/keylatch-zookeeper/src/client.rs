@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 
 use crate::mutex::ZkMutex;
 use crate::path::{check_path, lock_path};
+use crate::rwlock::ZkReadWriteLock;
 use crate::semaphore::ZkSemaphore;
 use crate::session::Shared;
 use crate::url::parse;
@@ -248,6 +249,15 @@ impl ZkClient {
     pub fn semaphore(&self, name: &str, max_leases: u32) -> Result<ZkSemaphore> {
         let path = lock_path(&self.shared.base, name)?;
         ZkSemaphore::new(self.shared.clone(), name, path, max_leases)
+    }
+
+    /// The read-write lock `name` (named as [`lock`](ZkClient::lock)'s).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`].
+    pub fn read_write_lock(&self, name: &str) -> Result<ZkReadWriteLock> {
+        let path = lock_path(&self.shared.base, name)?;
+        Ok(ZkReadWriteLock::new(self.shared.clone(), name, path))
     }
 
     /// This client's UUID: the first half of its owner ids.

@@ -12,6 +12,9 @@
 //! - [`ZkSemaphore`]: Curator's `InterProcessSemaphoreV2` — a lease node per permit under
 //!   `leases/`, a mutex under `locks/` held while a lease is taken; permits are [`ZkPermit`]s
 //!   (or guards through [`ZkSemaphore::as_lock`]).
+//! - [`ZkReadWriteLock`]: Curator's `InterProcessReadWriteLock` — `__READ__` and `__WRIT__`
+//!   nodes in one directory; a writer waits for every earlier node, a reader for earlier
+//!   writers; a write holder may also read (downgrade), a reader may not write (refused).
 //!
 //! Every guard is the core's [`LockGuard`](keylatch_core::LockGuard); its fencing token is
 //! the creation zxid of the acquisition's node, which strictly increases per path, across
@@ -66,6 +69,7 @@ mod holds;
 mod mutex;
 mod node;
 mod path;
+mod rwlock;
 mod semaphore;
 mod session;
 mod url;
@@ -74,6 +78,7 @@ mod watch;
 pub use client::{ZkClient, ZkConfig};
 pub use mutex::ZkMutex;
 pub use node::NodeGone;
+pub use rwlock::{ZkReadWriteLock, ZkRwSide};
 pub use semaphore::{ZkPermit, ZkSemaphore, ZkSemaphoreLock};
 pub use url::UrlError;
 pub use watch::DisconnectLoss;

@@ -161,16 +161,39 @@ pub(crate) async fn create(
     lock_name: &str,
     data: &[u8],
 ) -> Result<(OwnNode, NodeUndo)> {
+    create_with(shared, dir, lock_name, data, None).await
+}
+
+/// As [`create`], or, with `sequence`, a plain ephemeral node carrying that sequence (Curator's
+/// read node of a write holder, which sorts where its write node does).
+///
+/// # Errors
+/// As [`create`].
+pub(crate) async fn create_with(
+    shared: &Arc<Shared>,
+    dir: &str,
+    lock_name: &str,
+    data: &[u8],
+    sequence: Option<&str>,
+) -> Result<(OwnNode, NodeUndo)> {
     let mut undo = NodeUndo::new(shared.clone(), dir);
-    let path = format!("{dir}/{}{lock_name}", undo.prefix);
-    let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(shared.acls);
+    let path = format!("{dir}/{}{lock_name}{}", undo.prefix, sequence.unwrap_or(""));
+    let mode = if sequence.is_some() {
+        zk::CreateMode::Ephemeral
+    } else {
+        zk::CreateMode::EphemeralSequential
+    };
+    let ephemeral = mode.with_acls(shared.acls);
     let persistent = zk::CreateMode::Persistent.with_acls(shared.acls);
     let mut tries = 0u32;
     loop {
         let client = shared.client()?;
         let err = match client.create(&path, data, &ephemeral).await {
-            Ok((stat, sequence)) => {
-                let node = format!("{path}{sequence}");
+            Ok((stat, created)) => {
+                let node = match sequence {
+                    Some(_) => path.clone(),
+                    None => format!("{path}{created}"),
+                };
                 undo.node = Some(node.clone());
                 let name = node[dir.len() + 1..].to_owned();
                 let token = u64::try_from(stat.czxid).unwrap_or_default();

@@ -93,6 +93,11 @@ impl Shared {
         lock(&self.client).take()
     }
 
+    /// The node held for `id`, if any.
+    pub(crate) fn hold(&self, id: &HoldId) -> Option<NodeHold> {
+        lock(&self.holds).get(id).cloned()
+    }
+
     /// One more guard on an existing hold; `None` when there is none.
     pub(crate) fn reenter(&self, id: &HoldId) -> Option<NodeHold> {
         let mut holds = lock(&self.holds);
