@@ -28,8 +28,13 @@ pub(crate) struct NodeRelease {
 impl HoldRelease for NodeRelease {
     async fn release(&self, owner: OwnerId) -> Result<()> {
         let id = (self.key.clone(), owner);
-        if let Some(node) = self.shared.leave(&id, None)? {
-            self.shared.delete_node(&node).await?;
+        if let Some(node) = self.shared.leave(&id, None)?
+            && !self.shared.delete_node_found(&node).await?
+        {
+            // Deleted by someone else (a force unlock), or gone with the session.
+            return Err(keylatch_core::Error::NotHeld {
+                name: self.key.to_string(),
+            });
         }
         Ok(())
     }

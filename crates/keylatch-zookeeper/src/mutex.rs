@@ -149,14 +149,17 @@ impl DistributedLock for ZkMutex {
     }
 
     /// Deletes every node under the lock path (the holder's and the waiters'): the holder's
-    /// guard does not notice until it releases (`NotHeld`), and waiters fail with their node
-    /// gone. Returns whether there was any.
+    /// guard is not told (as in Curator) and its `unlock` reports [`Error::NotHeld`]; waiters
+    /// fail with their node gone ([`NodeGone`](crate::NodeGone)). Returns whether there was
+    /// any.
     ///
     /// # Errors
     /// Store errors.
     async fn force_unlock(&self) -> Result<bool> {
         let nodes = children(&self.shared, &self.path, &[LOCK_NAME]).await?;
-        for node in &nodes {
+        // Waiters first, the holder last: a waiter woken by the holder's delete finds its own
+        // node already gone instead of taking the lock.
+        for node in nodes.iter().rev() {
             self.shared
                 .delete_node(&format!("{}/{node}", self.path))
                 .await?;

@@ -237,7 +237,9 @@ impl DistributedLock for ZkRwSide {
     /// Store errors.
     async fn force_unlock(&self) -> Result<bool> {
         let nodes = children(&self.shared, &self.path, &[self.lock_name()]).await?;
-        for node in &nodes {
+        // Waiters first, the holder last: a waiter woken by the holder's delete finds its own
+        // node already gone instead of taking the lock.
+        for node in nodes.iter().rev() {
             self.shared
                 .delete_node(&format!("{}/{node}", self.path))
                 .await?;

@@ -159,11 +159,21 @@ impl Shared {
     /// # Errors
     /// The last error once the tries are used up.
     pub(crate) async fn delete_node(&self, node: &str) -> Result<()> {
+        self.delete_node_found(node).await.map(drop)
+    }
+
+    /// As [`delete_node`](Shared::delete_node): whether this call deleted it (`false` when it
+    /// was already gone).
+    ///
+    /// # Errors
+    /// As [`delete_node`](Shared::delete_node).
+    pub(crate) async fn delete_node_found(&self, node: &str) -> Result<bool> {
         let mut tries = 0u32;
         loop {
             let client = self.client()?;
             match client.delete(node, None).await {
-                Ok(()) | Err(zk::Error::NoNode | zk::Error::SessionExpired) => return Ok(()),
+                Ok(()) => return Ok(true),
+                Err(zk::Error::NoNode | zk::Error::SessionExpired) => return Ok(false),
                 Err(err @ (zk::Error::ConnectionLoss | zk::Error::Timeout))
                     if tries < keylatch_core::TRANSIENT_RETRIES =>
                 {

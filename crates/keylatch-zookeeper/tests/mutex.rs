@@ -242,3 +242,22 @@ async fn bad_names_urls_and_leases_are_typed_errors() {
     with_auth.shutdown().await.unwrap();
     let _ = DisconnectLoss::default();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_deletes_every_node() {
+    let (a, b) = (client().await, client().await);
+    let raw = raw(server()).await;
+    let path = "/keylatch/forced";
+    let holder = a.lock("forced").unwrap().lock().await.unwrap();
+    let waiter_lock = a.lock("forced").unwrap();
+    let waiter = tokio::spawn(async move { waiter_lock.lock().await.map(|_| ()) });
+    wait_children(&raw, path, 2).await;
+    let other = b.lock("forced").unwrap();
+    assert!(other.force_unlock().await.unwrap());
+    assert!(children(&raw, path).await.is_empty());
+    assert!(waiter.await.unwrap().is_err(), "the waiter's node is gone");
+    assert!(matches!(holder.unlock().await, Err(Error::NotHeld { .. })));
+    assert!(!other.force_unlock().await.unwrap());
+    let guard = other.try_lock().await.unwrap().expect("free");
+    guard.unlock().await.unwrap();
+}
