@@ -136,8 +136,6 @@ pub struct ZkClient {
     shared: Arc<Shared>,
     config: Arc<ZkConfig>,
     redacted: Arc<str>,
-    /// Dropped with the last clone: ends the session watcher.
-    _stop: Arc<oneshot::Sender<()>>,
 }
 
 impl fmt::Debug for ZkClient {
@@ -208,13 +206,9 @@ impl ZkClient {
         let states = client.state_watcher();
         let registry = WatchdogRegistry::new();
         let background = Background::new(registry, config.release_timeout, config.settle_window);
-        let shared = Arc::new(Shared::new(
-            client,
-            background,
-            config.base_path.clone(),
-            acls,
-        ));
         let (stop, stopped) = oneshot::channel();
+        let base = config.base_path.clone();
+        let shared = Arc::new(Shared::new(client, background, base, acls, stop));
         crate::watch::spawn(
             Arc::downgrade(&shared),
             states,
@@ -226,7 +220,6 @@ impl ZkClient {
             shared,
             config: Arc::new(config),
             redacted: Arc::from(url.redacted.as_str()),
-            _stop: Arc::new(stop),
         })
     }
 

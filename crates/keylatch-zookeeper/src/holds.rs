@@ -113,6 +113,12 @@ pub(crate) fn hold_new(
     node: String,
     token: u64,
 ) -> LockGuard {
-    shared.insert((key.clone(), owner), node, token);
+    let (token, extra) = shared.insert((key.clone(), owner), node, token);
+    if let Some(extra) = extra {
+        let deleting = shared.clone();
+        shared
+            .background
+            .spawn(async move { deleting.delete_node(&extra).await });
+    }
     make_guard(shared, key, name, owner, token)
 }

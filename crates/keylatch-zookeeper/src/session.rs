@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     holds: Mutex<HashMap<HoldId, NodeHold>>,
     /// The negotiated session timeout.
     pub(crate) session_timeout: Duration,
+    /// Dropped with this: ends the session watcher.
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl fmt::Debug for Shared {
@@ -68,6 +70,7 @@ impl Shared {
         background: Background,
         base: String,
         acls: zk::Acls<'static>,
+        stop: tokio::sync::oneshot::Sender<()>,
     ) -> Shared {
         Shared {
             id: Uuid::new_v4(),
@@ -77,6 +80,7 @@ impl Shared {
             base,
             acls,
             holds: Mutex::new(HashMap::new()),
+            _stop: stop,
         }
     }
 
@@ -106,16 +110,26 @@ impl Shared {
         Some(hold.clone())
     }
 
-    /// Records a fresh hold (count 1).
-    pub(crate) fn insert(&self, id: HoldId, node: String, token: u64) {
-        lock(&self.holds).insert(
-            id,
-            NodeHold {
-                node,
-                count: 1,
-                token,
-            },
-        );
+    /// Records a fresh hold (count 1). If the owner already holds it (two acquisitions for
+    /// one owner that ran at once, which a read lock lets both win), the hold is joined
+    /// instead: its count grows, and the fresh node, returned, is to be deleted.
+    pub(crate) fn insert(&self, id: HoldId, node: String, token: u64) -> (u64, Option<String>) {
+        use std::collections::hash_map::Entry;
+        match lock(&self.holds).entry(id) {
+            Entry::Occupied(mut slot) => {
+                let hold = slot.get_mut();
+                hold.count += 1;
+                (hold.token, Some(node))
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(NodeHold {
+                    node,
+                    count: 1,
+                    token,
+                });
+                (token, None)
+            }
+        }
     }
 
     /// One guard fewer on `id`, if its count is `expected` (any count for `None`): the node

@@ -215,7 +215,8 @@ async fn bad_names_urls_and_leases_are_typed_errors() {
     let raw = raw(server()).await;
     assert!(children(&raw, "/keylatch/leased").await.is_empty());
 
-    let secret = format!("zk://app:S3cret@{}", server().connect_string());
+    // Its own chroot: nodes made with credentials carry the creator's ACL only.
+    let secret = format!("zk://app:S3cret@{}/authed", server().connect_string());
     for bad in [
         "zk://app:S3cret@".to_owned(),
         "redis://app:S3cret@h:1".to_owned(),
@@ -240,6 +241,12 @@ async fn bad_names_urls_and_leases_are_typed_errors() {
     let guard = with_auth.lock("authed").unwrap().lock().await.unwrap();
     guard.unlock().await.unwrap();
     with_auth.shutdown().await.unwrap();
+    // The creator's ACL: a client without the credentials may not lock under that chroot.
+    let other = keylatch_zookeeper::ZkClient::connect(&url(server()))
+        .await
+        .unwrap();
+    let refused = other.lock("/authed/keylatch/authed").unwrap().lock().await;
+    assert!(matches!(refused, Err(Error::Auth(_))), "{refused:?}");
     let _ = DisconnectLoss::default();
 }
 

@@ -159,3 +159,22 @@ async fn a_writer_may_read_a_reader_may_not_write() {
     a.wait_idle().await;
     assert!(children(&raw, path).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_owner_reading_twice_at_once_keeps_one_node() {
+    let a = client().await;
+    let raw = raw(server()).await;
+    let path = "/keylatch/rw-twice";
+    let rw = a.read_write_lock("rw-twice").unwrap();
+    let owner = keylatch_core::Owner::unique();
+    let mine = rw.with_owner(owner);
+    let (one, two) = (mine.read_lock(), mine.read_lock());
+    let (x, y) = tokio::join!(one.lock(), two.lock());
+    let (x, y) = (x.unwrap(), y.unwrap());
+    a.wait_idle().await;
+    assert_eq!(children(&raw, path).await.len(), 1);
+    x.unlock().await.unwrap();
+    assert_eq!(children(&raw, path).await.len(), 1);
+    y.unlock().await.unwrap();
+    assert!(children(&raw, path).await.is_empty());
+}
