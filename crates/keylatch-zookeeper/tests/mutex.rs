@@ -268,3 +268,26 @@ async fn force_unlock_deletes_every_node() {
     let guard = other.try_lock().await.unwrap().expect("free");
     guard.unlock().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_a_connect_error_without_the_password() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let config = ZkConfig::default()
+        .with_session_timeout(Duration::from_secs(2))
+        .with_connection_timeout(Duration::from_millis(500));
+    let url = format!("zk://app:S3cret@127.0.0.1:{port}/chroot");
+    let err = tokio::time::timeout(
+        Duration::from_secs(30),
+        keylatch_zookeeper::ZkClient::connect_with(&url, config),
+    )
+    .await
+    .expect("connect gives up")
+    .unwrap_err();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    let shown = format!("{err} {err:?} {:?}", std::error::Error::source(&err));
+    assert!(!shown.contains("S3cret"), "{shown}");
+    assert!(shown.contains("app:***@"), "{shown}");
+}
