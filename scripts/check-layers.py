@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = {
     "keylatch-core": 0,
     "keylatch-redis": 1,
+    "keylatch-zookeeper": 1,
     "keylatch-reentrant": 2,
     "keylatch-fair": 2,
     "keylatch-rwlock": 2,

@@ -1,0 +1,324 @@
+//! [`ZkClient`]: one ZooKeeper session and the locks made on it, and its [`ZkConfig`].
+//!
+//! May import: keylatch-core, zookeeper-client, `session`, `watch`, `url`, `path`, and the
+//! recipes (`mutex`, `semaphore`, `rwlock`), which never import this file.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use keylatch_core::{Background, Error, Result, StoreError, WatchdogRegistry};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use uuid::Uuid;
+use zookeeper_client as zk;
+
+use crate::mutex::ZkMutex;
+use crate::path::{check_path, lock_path};
+use crate::rwlock::ZkReadWriteLock;
+use crate::semaphore::ZkSemaphore;
+use crate::session::Shared;
+use crate::url::parse;
+use crate::watch::DisconnectLoss;
+
+/// The settings of a [`ZkClient`].
+///
+/// ```
+/// use std::time::Duration;
+/// use keylatch_zookeeper::{DisconnectLoss, ZkConfig};
+///
+/// let config = ZkConfig::default()
+///     .with_session_timeout(Duration::from_secs(6))
+///     .with_base_path("/apps/orders/locks")
+///     .with_disconnect_loss(DisconnectLoss::OnlyOnExpiry);
+/// assert_eq!(config.base_path(), "/apps/orders/locks");
+/// ```
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct ZkConfig {
+    session_timeout: Duration,
+    connection_timeout: Duration,
+    base_path: String,
+    disconnect_loss: DisconnectLoss,
+    release_timeout: Duration,
+    settle_window: Duration,
+    shutdown_timeout: Duration,
+}
+
+impl Default for ZkConfig {
+    fn default() -> ZkConfig {
+        ZkConfig {
+            session_timeout: Duration::from_secs(10),
+            connection_timeout: Duration::from_secs(5),
+            base_path: "/keylatch".to_owned(),
+            disconnect_loss: DisconnectLoss::default(),
+            release_timeout: Duration::from_secs(5),
+            settle_window: Duration::from_secs(10),
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ZkConfig {
+    /// The session timeout asked for (the server bounds it: 2 to 20 ticks by default). Every
+    /// node of the session is deleted by the server once it expires. Default 10 s.
+    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long one connection attempt to a server may take. Default 5 s.
+    pub fn with_connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// Where lock names that do not start with `/` go. Default `/keylatch`.
+    pub fn with_base_path(mut self, path: impl Into<String>) -> Self {
+        self.base_path = path.into();
+        self
+    }
+
+    /// When the holds of a disconnected client are taken as lost. Default
+    /// [`DisconnectLoss::AfterSessionTimeout`].
+    pub fn with_disconnect_loss(mut self, policy: DisconnectLoss) -> Self {
+        self.disconnect_loss = policy;
+        self
+    }
+
+    /// The longest an `unlock().await` waits for the server. Default 5 s.
+    pub fn with_release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = timeout;
+        self
+    }
+
+    /// The longest [`ZkClient::shutdown`] waits for releases. Default 10 s.
+    pub fn with_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The base path.
+    pub fn base_path(&self) -> &str {
+        &self.base_path
+    }
+
+    fn validate(&self) -> Result<()> {
+        let invalid = |field, reason| Err(Error::InvalidConfig { field, reason });
+        if check_path(&self.base_path).is_err() {
+            return invalid("base_path", "not a valid znode path");
+        }
+        if self.session_timeout < Duration::from_millis(100) {
+            return invalid("session_timeout", "must be at least 100ms");
+        }
+        if self.connection_timeout.is_zero() {
+            return invalid("connection_timeout", "must not be zero");
+        }
+        if self.release_timeout.is_zero() || self.shutdown_timeout.is_zero() {
+            return invalid("release_timeout", "timeouts must not be zero");
+        }
+        if let DisconnectLoss::After(bound) = self.disconnect_loss
+            && bound.is_zero()
+        {
+            return invalid("disconnect_loss", "the bound must not be zero");
+        }
+        Ok(())
+    }
+}
+
+/// A ZooKeeper session and the locks made on it. Cheap to clone (clones share the session).
+///
+/// The session's nodes are the client's holds: when the session ends (expires, is closed),
+/// the server deletes them, and every guard's [`lost`](keylatch_core::LockGuard::lost)
+/// completes. An expired session is not renewed: connect a new client.
+#[derive(Clone)]
+pub struct ZkClient {
+    shared: Arc<Shared>,
+    config: Arc<ZkConfig>,
+    redacted: Arc<str>,
+}
+
+impl fmt::Debug for ZkClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkClient")
+            .field("url", &self.redacted)
+            .field("id", &self.shared.id)
+            .field("base_path", &self.config.base_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZkClient {
+    /// Connects with the default [`ZkConfig`]; see [`connect_with`](ZkClient::connect_with).
+    ///
+    /// # Errors
+    /// As [`connect_with`](ZkClient::connect_with).
+    pub async fn connect(url: &str) -> Result<ZkClient> {
+        ZkClient::connect_with(url, ZkConfig::default()).await
+    }
+
+    /// Connects to `zk://[user:password@]host:port[,host:port…][/chroot]`: a session on one
+    /// of the hosts, digest credentials when given (nodes are then created with the creator's
+    /// ACL), the chroot created when missing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidUrl`], [`Error::InvalidConfig`] (nothing sent); [`Error::Connect`] when
+    /// no session could be established; [`Error::Auth`] when the credentials are refused. The
+    /// password never appears in an error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a session being established is closed when the future is dropped.
+    pub async fn connect_with(url: &str, config: ZkConfig) -> Result<ZkClient> {
+        config.validate()?;
+        let url = parse(url)?;
+        let connect_error = |err: zk::Error| match err {
+            zk::Error::AuthFailed | zk::Error::NoAuth => Error::Auth(StoreError::new(err)),
+            err => Error::Connect {
+                url: url.redacted.clone(),
+                source: StoreError::new(err),
+            },
+        };
+        let mut connector = zk::Client::connector()
+            .with_session_timeout(config.session_timeout)
+            .with_connection_timeout(config.connection_timeout);
+        if let Some(digest) = url.digest_bytes() {
+            connector = connector.with_auth("digest", digest);
+        }
+        let mut client = connector.connect(&url.hosts).await.map_err(connect_error)?;
+        let acls = if url.digest.is_some() {
+            zk::Acls::creator_all()
+        } else {
+            zk::Acls::anyone_all()
+        };
+        if let Some(chroot) = &url.chroot {
+            let options = zk::CreateMode::Persistent.with_acls(acls);
+            client
+                .mkdir(chroot, &options)
+                .await
+                .map_err(|err| store_err(err, &client))?;
+            client = client
+                .chroot(chroot.as_str())
+                .map_err(|_| Error::InvalidUrl {
+                    url: url.redacted.clone(),
+                    source: StoreError::new(crate::url::UrlError::chroot()),
+                })?;
+        }
+        let states = client.state_watcher();
+        let registry = WatchdogRegistry::new();
+        let background = Background::new(registry, config.release_timeout, config.settle_window);
+        let (stop, stopped) = oneshot::channel();
+        let base = config.base_path.clone();
+        let shared = Arc::new(Shared::new(client, background, base, acls, stop));
+        crate::watch::spawn(
+            Arc::downgrade(&shared),
+            states,
+            config.disconnect_loss,
+            shared.session_timeout,
+            stopped,
+        );
+        Ok(ZkClient {
+            shared,
+            config: Arc::new(config),
+            redacted: Arc::from(url.redacted.as_str()),
+        })
+    }
+
+    /// The reentrant mutex `name`: the path itself when `name` starts with `/`, else
+    /// `<base path>/<name>`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for an empty or too long name, or one that is no valid znode
+    /// path.
+    pub fn lock(&self, name: &str) -> Result<ZkMutex> {
+        let path = lock_path(&self.shared.base, name)?;
+        Ok(ZkMutex::new(self.shared.clone(), name, path))
+    }
+
+    /// The semaphore `name` (named as [`lock`](ZkClient::lock)'s), with at most `max_leases`
+    /// permits held at once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; [`Error::InvalidPermits`] for a maximum of zero.
+    pub fn semaphore(&self, name: &str, max_leases: u32) -> Result<ZkSemaphore> {
+        let path = lock_path(&self.shared.base, name)?;
+        ZkSemaphore::new(self.shared.clone(), name, path, max_leases)
+    }
+
+    /// The read-write lock `name` (named as [`lock`](ZkClient::lock)'s).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`].
+    pub fn read_write_lock(&self, name: &str) -> Result<ZkReadWriteLock> {
+        let path = lock_path(&self.shared.base, name)?;
+        Ok(ZkReadWriteLock::new(self.shared.clone(), name, path))
+    }
+
+    /// This client's UUID: the first half of its owner ids.
+    pub fn id(&self) -> Uuid {
+        self.shared.id
+    }
+
+    /// The session's id, while the client is open.
+    pub fn session_id(&self) -> Option<i64> {
+        self.shared.client().ok().map(|c| c.session_id().0)
+    }
+
+    /// The session timeout the server granted.
+    pub fn session_timeout(&self) -> Duration {
+        self.shared.session_timeout
+    }
+
+    /// The background-work handle (hold registry, background deletes).
+    pub fn background(&self) -> &Background {
+        &self.shared.background
+    }
+
+    /// Waits until every background delete (of a released guard, or of a dropped
+    /// acquisition's node) has finished.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn wait_idle(&self) {
+        self.shared.background.wait_idle().await;
+    }
+
+    /// Ends the client: refuses new acquisitions, ends waits, releases every hold (deleting
+    /// its node; guards report lost), and closes the session, which frees any node left.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when something was still unfinished after the shutdown timeout
+    /// (the session is closed all the same).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped shutdown may leave the session open until the client drops.
+    pub async fn shutdown(&self) -> Result<()> {
+        let limit = self.config.shutdown_timeout;
+        let deadline = Instant::now() + limit;
+        let result = self.shared.background.shutdown(deadline, limit).await;
+        if let Some(client) = self.shared.take_client() {
+            let mut states = client.state_watcher();
+            // The last handle: dropping it closes the session.
+            drop(client);
+            let closed = async {
+                loop {
+                    if matches!(
+                        states.changed().await,
+                        zk::SessionState::Closed
+                            | zk::SessionState::Expired
+                            | zk::SessionState::AuthFailed
+                    ) {
+                        return;
+                    }
+                }
+            };
+            if tokio::time::timeout_at(deadline, closed).await.is_err() {
+                tracing::debug!(target: "keylatch::zookeeper", "shutdown: the session was not seen closed in time");
+            }
+        }
+        result
+    }
+}
+
+fn store_err(err: zk::Error, client: &zk::Client) -> Error {
+    crate::session::store_error(err, client.session_timeout())
+}

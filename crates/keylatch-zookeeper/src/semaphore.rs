@@ -1,0 +1,322 @@
+//! The semaphore, Curator's `InterProcessSemaphoreV2`: under the semaphore's path, a mutex in
+//! `locks/` is held while a lease is taken, and each permit is an ephemeral-sequential node in
+//! `leases/`; a lease is held once at most `max_leases` nodes are there. A crashed holder's
+//! permits end with its session.
+//!
+//! May import: keylatch-core, zookeeper-client, `session`, `node`, `holds`, `mutex`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keylatch_core::{
+    AcquireOptions, DistributedLock, Error, LockGuard, Owner, Result, StoreError, TRANSIENT_RETRIES,
+};
+use tokio::time::Instant;
+
+use crate::holds::hold_new;
+use crate::mutex::{LOCK_NAME, lease_unsupported, predecessor};
+use crate::node::{NodeGone, Waited, children, contend, create, sequence};
+use crate::session::Shared;
+
+/// Curator's lease node name (`InterProcessSemaphoreV2`).
+const LEASE_NAME: &str = "lease-";
+
+/// A counting semaphore on ZooKeeper, laid out as Curator's `InterProcessSemaphoreV2`: at most
+/// `max_leases` permits are held at once, across every client using the same path and the
+/// same maximum (the maximum is a convention of its users, as in Curator).
+///
+/// Made by [`ZkClient::semaphore`](crate::ZkClient::semaphore).
+#[derive(Clone)]
+pub struct ZkSemaphore {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    path: Arc<str>,
+    leases: Arc<str>,
+    locks: Arc<str>,
+    max_leases: u32,
+}
+
+impl fmt::Debug for ZkSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkSemaphore")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("max_leases", &self.max_leases)
+            .finish()
+    }
+}
+
+/// One permit of a [`ZkSemaphore`], held by this client: its lease node, and the release.
+/// Dropping it gives it back in the background; [`lost`](ZkPermit::lost) completes when the
+/// session ends.
+#[must_use = "dropping a ZkPermit gives it back (in the background)"]
+#[derive(Debug)]
+pub struct ZkPermit {
+    id: String,
+    guard: LockGuard,
+}
+
+impl ZkPermit {
+    /// The lease node's name (`_c_<uuid>-lease-<sequence>`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether the permit is lost (its session ended).
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Completes when the permit is lost. The future owns what it needs.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.guard.lost()
+    }
+
+    /// Gives the permit back (deletes its lease node).
+    ///
+    /// # Errors
+    /// [`Error::UnknownPermit`] when it was no longer held (its session ended); store errors.
+    ///
+    /// # Cancel safety
+    /// A dropped release finishes in the background.
+    pub async fn release(self) -> Result<()> {
+        let ZkPermit { id, guard } = self;
+        guard.unlock().await.map_err(|err| match err {
+            Error::NotHeld { name } => Error::UnknownPermit { name, id },
+            other => other,
+        })
+    }
+
+    /// The permit as a plain [`LockGuard`].
+    pub fn into_guard(self) -> LockGuard {
+        self.guard
+    }
+}
+
+impl ZkSemaphore {
+    /// # Errors
+    /// [`Error::InvalidPermits`] for a maximum of zero.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        name: &str,
+        path: String,
+        max_leases: u32,
+    ) -> Result<ZkSemaphore> {
+        if max_leases == 0 {
+            return Err(Error::InvalidPermits {
+                reason: "a semaphore needs at least one lease",
+            });
+        }
+        Ok(ZkSemaphore {
+            shared,
+            name: Arc::from(name),
+            leases: Arc::from(format!("{path}/leases")),
+            locks: Arc::from(format!("{path}/locks")),
+            path: Arc::from(path),
+            max_leases,
+        })
+    }
+
+    /// The semaphore's znode.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The maximum number of permits held at once.
+    pub fn max_leases(&self) -> u32 {
+        self.max_leases
+    }
+
+    /// Waits for a permit as long as it takes.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after the shutdown; store errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the nodes of a dropped acquisition are deleted in the background.
+    pub async fn acquire(&self) -> Result<ZkPermit> {
+        keylatch_core::unbounded(self.acquire_with(AcquireOptions::new()).await)
+    }
+
+    /// Takes a permit if one is free now.
+    ///
+    /// # Errors
+    /// As [`acquire`](ZkSemaphore::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](ZkSemaphore::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<ZkPermit>> {
+        self.acquire_with(AcquireOptions::new().with_wait(Duration::ZERO))
+            .await
+    }
+
+    /// Waits for a permit within the options' wait bound; `None` when it passed first.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a fixed lease; as [`acquire`](ZkSemaphore::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](ZkSemaphore::acquire).
+    pub async fn acquire_with(&self, options: AcquireOptions) -> Result<Option<ZkPermit>> {
+        lease_unsupported("zookeeper semaphore", &options)?;
+        let background = &self.shared.background;
+        let mut acquisition = background.begin_acquisition("zookeeper_semaphore")?;
+        acquisition.naming(&self.name);
+        let owner = Owner::unique().resolve(self.shared.id);
+        acquisition.owned_by(owner);
+        let deadline = options.deadline();
+        // The mutex around taking a lease.
+        let Some((mutex, mutex_undo)) = contend(
+            &self.shared,
+            &self.locks,
+            LOCK_NAME,
+            &[LOCK_NAME],
+            &[],
+            deadline,
+            predecessor,
+        )
+        .await?
+        else {
+            acquisition.finish("timed_out");
+            return Ok(None);
+        };
+        let taken = self
+            .take_lease(owner.to_string().as_bytes(), deadline)
+            .await;
+        drop(mutex);
+        // Released in every case (a failed delete is retried in the background).
+        let _ = mutex_undo.run_now().await;
+        let Some((lease, undo)) = background.open(taken)? else {
+            acquisition.finish("timed_out");
+            return Ok(None);
+        };
+        undo.disarm();
+        acquisition.finish("acquired");
+        let guard = hold_new(
+            &self.shared,
+            self.leases.clone(),
+            self.name.clone(),
+            owner,
+            lease.path,
+            lease.token,
+        );
+        Ok(Some(ZkPermit {
+            id: lease.name,
+            guard,
+        }))
+    }
+
+    /// Creates this acquisition's lease node and waits until at most `max_leases` lease nodes
+    /// exist (Curator's `internalAcquire1Lease`).
+    async fn take_lease(
+        &self,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Option<(crate::node::OwnNode, crate::node::NodeUndo)>> {
+        let (lease, undo) = create(&self.shared, &self.leases, LEASE_NAME, data).await?;
+        let mut failures = 0;
+        loop {
+            match self.check_leases(&lease.name, deadline).await {
+                Ok(None) => return Ok(Some((lease, undo))),
+                Ok(Some(Waited::Changed)) => failures = 0,
+                Ok(Some(Waited::TimedOut)) => {
+                    undo.run_now().await?;
+                    return Ok(None);
+                }
+                Err(err) if err.is_transient() && failures < TRANSIENT_RETRIES => {
+                    failures += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// `None` when the lease `mine` is held; else waits for the leases to change.
+    async fn check_leases(&self, mine: &str, deadline: Option<Instant>) -> Result<Option<Waited>> {
+        let client = self.shared.client()?;
+        let (mut nodes, _, watcher) = client
+            .get_and_watch_children(&self.leases)
+            .await
+            .map_err(|err| self.shared.error(err))?;
+        drop(client);
+        nodes.retain(|n| sequence(n, &[LEASE_NAME]).is_some());
+        if !nodes.iter().any(|n| n == mine) {
+            return Err(Error::Store(StoreError::new(NodeGone(format!(
+                "{}/{mine}",
+                self.leases
+            )))));
+        }
+        if nodes.len() <= self.max_leases as usize {
+            return Ok(None);
+        }
+        let timer = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _event = watcher.changed() => Ok(Some(Waited::Changed)),
+            () = timer => Ok(Some(Waited::TimedOut)),
+            () = self.shared.background.closing() => Err(Error::Closed),
+        }
+    }
+
+    /// How many permits are held now (lease nodes).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn held(&self) -> Result<usize> {
+        Ok(children(&self.shared, &self.leases, &[LEASE_NAME])
+            .await?
+            .len())
+    }
+
+    /// The semaphore as a lock: one permit per guard.
+    pub fn as_lock(&self) -> ZkSemaphoreLock {
+        ZkSemaphoreLock {
+            semaphore: self.clone(),
+        }
+    }
+}
+
+/// A [`ZkSemaphore`] behind the shared [`DistributedLock`] trait: each guard is one permit.
+#[derive(Clone, Debug)]
+pub struct ZkSemaphoreLock {
+    semaphore: ZkSemaphore,
+}
+
+#[async_trait]
+impl DistributedLock for ZkSemaphoreLock {
+    fn name(&self) -> &str {
+        &self.semaphore.name
+    }
+
+    async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        Ok(self
+            .semaphore
+            .acquire_with(options)
+            .await?
+            .map(ZkPermit::into_guard))
+    }
+
+    /// Whether every permit is taken.
+    async fn is_locked(&self) -> Result<bool> {
+        Ok(self.semaphore.held().await? >= self.semaphore.max_leases as usize)
+    }
+
+    /// Unsupported: permits have no single holder to evict.
+    async fn force_unlock(&self) -> Result<bool> {
+        Err(Error::Unsupported {
+            primitive: "zookeeper semaphore",
+            operation: "force_unlock",
+            reason: "permits have no single holder to evict; their sessions end them",
+        })
+    }
+}

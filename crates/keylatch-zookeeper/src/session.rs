@@ -1,0 +1,243 @@
+//! What every lock of one [`ZkClient`](crate::ZkClient) shares: the ZooKeeper session's
+//! handle, the core's [`Background`] (and through it the hold registry), the table of this
+//! client's live lock nodes with their local reentrancy counts, and the mapping of
+//! zookeeper-client's errors to keylatch's.
+//!
+//! May import: keylatch-core, zookeeper-client (no other file of this crate).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use keylatch_core::{Background, Error, OwnerId, Result, StoreError};
+use uuid::Uuid;
+use zookeeper_client as zk;
+
+/// One lock node this client holds, and how many guards of one owner share it (Curator's
+/// local reentrancy: only the last release deletes the node).
+#[derive(Clone, Debug)]
+pub(crate) struct NodeHold {
+    /// The node's full path.
+    pub(crate) node: String,
+    /// Guards of the owner on it.
+    pub(crate) count: usize,
+    /// The node's creation zxid: the fencing token.
+    pub(crate) token: u64,
+}
+
+/// A hold's identity in the table: its hold key (the lock path, or a side of it) and owner.
+pub(crate) type HoldId = (Arc<str>, OwnerId);
+
+/// The state shared by a client and its locks.
+pub(crate) struct Shared {
+    /// This client's UUID (the first half of every owner id).
+    pub(crate) id: Uuid,
+    /// The session; `None` once the client is shut down (dropping the last handle closes it).
+    client: Mutex<Option<zk::Client>>,
+    /// Background work, the hold registry and the shutdown.
+    pub(crate) background: Background,
+    /// Where names without a leading `/` go.
+    pub(crate) base: String,
+    /// ACLs of created nodes: the creator's with digest credentials, anyone's otherwise.
+    pub(crate) acls: zk::Acls<'static>,
+    /// The live lock nodes of this client.
+    holds: Mutex<HashMap<HoldId, NodeHold>>,
+    /// The negotiated session timeout.
+    pub(crate) session_timeout: Duration,
+    /// Dropped with this: ends the session watcher.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("id", &self.id)
+            .field("base", &self.base)
+            .field("background", &self.background)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every change is one call: a panic elsewhere cannot leave the map half-updated.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    pub(crate) fn new(
+        client: zk::Client,
+        background: Background,
+        base: String,
+        acls: zk::Acls<'static>,
+        stop: tokio::sync::oneshot::Sender<()>,
+    ) -> Shared {
+        Shared {
+            id: Uuid::new_v4(),
+            session_timeout: client.session_timeout(),
+            client: Mutex::new(Some(client)),
+            background,
+            base,
+            acls,
+            holds: Mutex::new(HashMap::new()),
+            _stop: stop,
+        }
+    }
+
+    /// A handle on the session.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after the shutdown.
+    pub(crate) fn client(&self) -> Result<zk::Client> {
+        lock(&self.client).clone().ok_or(Error::Closed)
+    }
+
+    /// Lets go of the session: once the handles in use are dropped, it is closed.
+    pub(crate) fn take_client(&self) -> Option<zk::Client> {
+        lock(&self.client).take()
+    }
+
+    /// The node held for `id`, if any.
+    pub(crate) fn hold(&self, id: &HoldId) -> Option<NodeHold> {
+        lock(&self.holds).get(id).cloned()
+    }
+
+    /// One more guard on an existing hold; `None` when there is none.
+    pub(crate) fn reenter(&self, id: &HoldId) -> Option<NodeHold> {
+        let mut holds = lock(&self.holds);
+        let hold = holds.get_mut(id)?;
+        hold.count += 1;
+        Some(hold.clone())
+    }
+
+    /// Records a fresh hold (count 1). If the owner already holds it (two acquisitions for
+    /// one owner that ran at once, which a read lock lets both win), the hold is joined
+    /// instead: its count grows, and the fresh node, returned, is to be deleted.
+    pub(crate) fn insert(&self, id: HoldId, node: String, token: u64) -> (u64, Option<String>) {
+        use std::collections::hash_map::Entry;
+        match lock(&self.holds).entry(id) {
+            Entry::Occupied(mut slot) => {
+                let hold = slot.get_mut();
+                hold.count += 1;
+                (hold.token, Some(node))
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(NodeHold {
+                    node,
+                    count: 1,
+                    token,
+                });
+                (token, None)
+            }
+        }
+    }
+
+    /// One guard fewer on `id`, if its count is `expected` (any count for `None`): the node
+    /// to delete when that was the last, `Ok(None)` when guards remain or the count differs.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when there is no such hold.
+    pub(crate) fn leave(&self, id: &HoldId, expected: Option<usize>) -> Result<Option<String>> {
+        let mut holds = lock(&self.holds);
+        let Some(hold) = holds.get_mut(id) else {
+            return Err(Error::NotHeld {
+                name: id.0.to_string(),
+            });
+        };
+        if expected.is_some_and(|count| count != hold.count) {
+            return Ok(None);
+        }
+        hold.count -= 1;
+        if hold.count > 0 {
+            return Ok(None);
+        }
+        Ok(holds.remove(id).map(|hold| hold.node))
+    }
+
+    /// Forgets every hold (the session ended, or is taken as lost): their nodes.
+    pub(crate) fn drain(&self) -> Vec<String> {
+        lock(&self.holds)
+            .drain()
+            .map(|(_, hold)| hold.node)
+            .collect()
+    }
+
+    /// Maps a zookeeper-client error.
+    pub(crate) fn error(&self, err: zk::Error) -> Error {
+        store_error(err, self.session_timeout)
+    }
+
+    /// Deletes `node`, riding out a few lost connections: a node already gone, or gone with an
+    /// ended session, counts as deleted.
+    ///
+    /// # Errors
+    /// The last error once the tries are used up.
+    pub(crate) async fn delete_node(&self, node: &str) -> Result<()> {
+        self.delete_node_found(node).await.map(drop)
+    }
+
+    /// As [`delete_node`](Shared::delete_node): whether this call deleted it (`false` when it
+    /// was already gone).
+    ///
+    /// # Errors
+    /// As [`delete_node`](Shared::delete_node).
+    pub(crate) async fn delete_node_found(&self, node: &str) -> Result<bool> {
+        let mut tries = 0u32;
+        loop {
+            let client = self.client()?;
+            match client.delete(node, None).await {
+                Ok(()) => return Ok(true),
+                Err(zk::Error::NoNode | zk::Error::SessionExpired) => return Ok(false),
+                Err(err @ (zk::Error::ConnectionLoss | zk::Error::Timeout))
+                    if tries < keylatch_core::TRANSIENT_RETRIES =>
+                {
+                    tracing::debug!(target: "keylatch::zookeeper", error = %err, "delete: retrying");
+                    tries += 1;
+                    tokio::time::sleep(keylatch_core::Backoff::nth(
+                        Duration::from_millis(20),
+                        Duration::from_millis(640),
+                        tries - 1,
+                    ))
+                    .await;
+                }
+                Err(err) => return Err(self.error(err)),
+            }
+        }
+    }
+}
+
+/// keylatch's error for a zookeeper-client error: a lost connection is ambiguous
+/// ([`Error::Connection`]), a request timeout [`Error::Timeout`], refused credentials
+/// [`Error::Auth`], a closed client [`Error::Closed`]; the rest [`Error::Store`]. The
+/// library's error is the source.
+pub(crate) fn store_error(err: zk::Error, timeout: Duration) -> Error {
+    match err {
+        zk::Error::ConnectionLoss => Error::Connection(StoreError::new(err)),
+        zk::Error::Timeout => Error::Timeout { after: timeout },
+        zk::Error::NoAuth | zk::Error::AuthFailed => Error::Auth(StoreError::new(err)),
+        zk::Error::ClientClosed => Error::Closed,
+        other => Error::Store(StoreError::new(other)),
+    }
+}
+
+impl Shared {
+    /// Whether the session has ended (expired, closed, or its credentials refused).
+    pub(crate) fn session_ended(&self) -> bool {
+        match lock(&self.client).as_ref() {
+            None => true,
+            Some(client) => matches!(
+                client.state(),
+                zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+            ),
+        }
+    }
+
+    /// Every hold of this client is lost: each guard's `lost()` completes. Returns the nodes
+    /// they had (already gone when the session ended; to delete when it is only taken as lost).
+    pub(crate) fn lose_all(&self) -> Vec<String> {
+        // The releases are dropped: the nodes are dealt with by the caller.
+        let taken = self.background.registry().take_all();
+        drop(taken);
+        self.drain()
+    }
+}

@@ -1,0 +1,146 @@
+//! `zk://` URLs: hosts, an optional chroot and optional digest credentials, parsed into a
+//! [`ZkUrl`] whose credentials never show in `Debug` or in errors.
+//!
+//! May import: keylatch-core only (no other file of this crate).
+
+use std::fmt;
+
+use keylatch_core::secrecy::{ExposeSecret, SecretString};
+use keylatch_core::{Error, Result, StoreError, redact_url};
+
+/// Why a `zk://` URL was refused (the source of [`Error::InvalidUrl`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UrlError(&'static str);
+
+impl UrlError {
+    pub(crate) fn chroot() -> UrlError {
+        UrlError("the chroot is not a valid path")
+    }
+}
+
+/// A parsed `zk://[user:password@]host:port[,host:port…][/chroot]`.
+#[derive(Clone)]
+pub(crate) struct ZkUrl {
+    /// `host:port,host:port`, as zookeeper-client's connect string takes it.
+    pub(crate) hosts: String,
+    /// The chroot (`/app`), or `None`.
+    pub(crate) chroot: Option<String>,
+    /// `user:password` for the digest scheme.
+    pub(crate) digest: Option<SecretString>,
+    /// The URL with its password masked, for messages.
+    pub(crate) redacted: String,
+}
+
+impl fmt::Debug for ZkUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkUrl")
+            .field("url", &self.redacted)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZkUrl {
+    /// The digest credentials (`user:password`), for the connector only.
+    pub(crate) fn digest_bytes(&self) -> Option<&[u8]> {
+        self.digest.as_ref().map(|s| s.expose_secret().as_bytes())
+    }
+}
+
+fn invalid(url: &str, reason: &'static str) -> Error {
+    Error::InvalidUrl {
+        url: redact_url(url),
+        source: StoreError::new(UrlError(reason)),
+    }
+}
+
+/// Parses a `zk://` URL.
+///
+/// # Errors
+/// [`Error::InvalidUrl`] (the URL in it has its password masked).
+pub(crate) fn parse(url: &str) -> Result<ZkUrl> {
+    let Some(rest) = url.strip_prefix("zk://") else {
+        return Err(invalid(url, "the scheme must be zk://"));
+    };
+    let (authority, chroot) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
+        None => (None, authority),
+    };
+    let digest = match userinfo {
+        None => None,
+        Some(info) => {
+            let Some((user, password)) = info.split_once(':') else {
+                return Err(invalid(url, "credentials must be user:password"));
+            };
+            if user.is_empty() || password.is_empty() {
+                return Err(invalid(url, "credentials must be user:password"));
+            }
+            Some(SecretString::from(info.to_owned()))
+        }
+    };
+    if hosts.is_empty() {
+        return Err(invalid(url, "no host"));
+    }
+    for host in hosts.split(',') {
+        let Some((name, port)) = host.rsplit_once(':') else {
+            return Err(invalid(url, "every host needs a port (host:port)"));
+        };
+        if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '@') {
+            return Err(invalid(url, "a host name is empty or malformed"));
+        }
+        if port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err(invalid(url, "a port is not a number from 1 to 65535"));
+        }
+    }
+    let chroot = match chroot {
+        "" | "/" => None,
+        path => {
+            crate::path::check_path(path)
+                .map_err(|_| invalid(url, "the chroot is not a valid path"))?;
+            Some(path.to_owned())
+        }
+    };
+    Ok(ZkUrl {
+        hosts: hosts.to_owned(),
+        chroot,
+        digest,
+        redacted: redact_url(url),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_parsed_and_secrets_kept_out_of_messages() {
+        let url = parse("zk://app:S3cret@h1:2181,h2:2182/locks/app").unwrap();
+        assert_eq!(url.hosts, "h1:2181,h2:2182");
+        assert_eq!(url.chroot.as_deref(), Some("/locks/app"));
+        assert_eq!(url.digest_bytes(), Some(&b"app:S3cret"[..]));
+        assert!(!format!("{url:?}").contains("S3cret"));
+
+        let plain = parse("zk://127.0.0.1:2181").unwrap();
+        assert!(plain.digest.is_none() && plain.chroot.is_none());
+
+        for bad in [
+            "redis://h:1",
+            "zk://",
+            "zk://h",
+            "zk://h:x",
+            "zk://h:0",
+            "zk://app:S3cret@h",
+            "zk://app@h:1",
+            "zk://h:1/a//b",
+            "zk://h:1/a/",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidUrl { .. }), "{bad}");
+            assert!(!format!("{err} {err:?}").contains("S3cret"), "{bad}");
+        }
+    }
+}
