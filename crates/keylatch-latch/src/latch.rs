@@ -36,6 +36,11 @@ const CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
 ///   (an error for which [`Error::is_ambiguous`] holds) it may or may not have counted down.
 ///   Read [`count`](CountDownLatch::count) when that matters.
 ///
+/// - **Telemetry.** A wait is counted as an acquisition of the primitive `latch`
+///   (`keylatch_acquisitions_total`, `keylatch_wait_seconds`, the `keylatch.acquire` span):
+///   outcome `acquired` when the latch was open at once, `acquired_after_waiting`,
+///   `timed_out`. Calls that change the count log a `debug` event (target `keylatch::latch`).
+///
 /// Layout (Redisson's): string `name` = the count, no TTL unless
 /// [`expire`](CountDownLatch::expire) gave it one; channel
 /// `redisson_countdownlatch__channel__{name}`, messages `1` (a count was set, or the latch was
