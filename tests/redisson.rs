@@ -1,5 +1,5 @@
-//! The Redisson side of the interop tests: Redisson's fair lock and permit-expirable semaphore
-//! as a Java service runs them, driven from Rust.
+//! The Redisson side of the interop tests: Redisson's fair lock, permit-expirable semaphore and
+//! count-down latch as a Java service runs them, driven from Rust.
 //!
 //! The scripts below are written for these tests from Redisson's documented behaviour
 //! (`RedissonFairLock`, `RedissonLock`'s waiting loops, `RedissonPermitExpirableSemaphore`):

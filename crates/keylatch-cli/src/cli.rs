@@ -88,7 +88,14 @@ pub enum Command {
     /// count.
     Inspect(InspectArgs),
     /// Set, count down or wait for a count-down latch (Redisson's RCountDownLatch).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Exit codes: 0 on success; `set` 1 when the latch exists; `wait` 75 when \
+                      --wait passed before the count reached zero, 130 (SIGINT) or 143 \
+                      (SIGTERM) when interrupted; 64 for bad arguments (a count of 0 included); \
+                      69 when Redis cannot be reached; 77 when Redis refused the credentials or \
+                      a permission; 70 for any other error."
+    )]
     Latch(LatchCommand),
     /// Measure the primitives against a raw EVALSHA round trip on this Redis.
     Bench(BenchArgs),
@@ -201,7 +208,8 @@ pub enum LatchCommand {
         /// The latch name.
         name: String,
     },
-    /// Wait until the latch's count is zero (at once when the latch does not exist).
+    /// Wait until the latch's count is zero (at once when the latch does not exist): exit 0
+    /// then, 75 when --wait passed first.
     Wait {
         /// The latch name.
         name: String,
