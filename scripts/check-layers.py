@@ -27,6 +27,7 @@ LAYERS = {
     "keylatch-fair": 2,
     "keylatch-rwlock": 2,
     "keylatch-semaphore": 2,
+    "keylatch-latch": 2,
     "keylatch-redlock": 3,
     "keylatch": 4,
     "keylatch-testkit": 4,

@@ -1,5 +1,5 @@
-//! The Redisson side of the interop tests: Redisson's fair lock and permit-expirable semaphore
-//! as a Java service runs them, driven from Rust.
+//! The Redisson side of the interop tests: Redisson's fair lock, permit-expirable semaphore and
+//! count-down latch as a Java service runs them, driven from Rust.
 //!
 //! The scripts below are written for these tests from Redisson's documented behaviour
 //! (`RedissonFairLock`, `RedissonLock`'s waiting loops, `RedissonPermitExpirableSemaphore`):
@@ -578,5 +578,105 @@ impl RedissonPermitSemaphore {
             .invoke_async(&mut self.conn)
             .await
             .unwrap()
+    }
+}
+
+/// `RedissonCountDownLatch`: its scripts exactly as Redisson sends them (the publish command and
+/// the messages as arguments), its `getCount` (`GET`, missing = 0) and its `await` loop.
+/// Messages: `1` a new count (the latch closes), `0` zero (it opens).
+const LATCH_TRY_SET_COUNT: &str = "if redis.call('exists', KEYS[1]) == 0 then \
+    redis.call('set', KEYS[1], ARGV[2]); redis.call(ARGV[3], KEYS[2], ARGV[1]); return 1 \
+    else return 0 end";
+const LATCH_COUNT_DOWN: &str = "local v = redis.call('decr', KEYS[1]);\
+    if v <= 0 then redis.call('del', KEYS[1]) end;\
+    if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
+
+/// A Redisson client's `RCountDownLatch` on one name.
+#[derive(Debug)]
+pub struct RedissonLatch {
+    url: String,
+    conn: redis::aio::MultiplexedConnection,
+    name: String,
+    /// `redisson_countdownlatch__channel__{name}`.
+    pub channel: String,
+}
+
+impl RedissonLatch {
+    /// The latch `name` at `url`, on a connection of its own.
+    pub async fn new(url: &str, name: &str) -> RedissonLatch {
+        let conn = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        RedissonLatch {
+            url: url.to_owned(),
+            conn,
+            name: name.to_owned(),
+            channel: format!("redisson_countdownlatch__channel__{{{name}}}"),
+        }
+    }
+
+    /// `trySetCount(count)`.
+    pub async fn try_set_count(&mut self, count: i64) -> bool {
+        let reply: Option<i64> = Script::new(LATCH_TRY_SET_COUNT)
+            .key(&self.name)
+            .key(&self.channel)
+            .arg(1)
+            .arg(count)
+            .arg("publish")
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap();
+        reply == Some(1)
+    }
+
+    /// `countDown()`.
+    pub async fn count_down(&mut self) {
+        let _: Option<i64> = Script::new(LATCH_COUNT_DOWN)
+            .key(&self.name)
+            .key(&self.channel)
+            .arg(0)
+            .arg("publish")
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap();
+    }
+
+    /// `getCount()`.
+    pub async fn count(&mut self) -> i64 {
+        let value: Option<i64> = redis::cmd("GET")
+            .arg(&self.name)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap();
+        value.unwrap_or(0)
+    }
+
+    /// `await(time, unit)`: `true` once the count is 0, re-read after each zero-count message
+    /// (a new-count message wakes nobody); `false` when `wait` passed first.
+    pub async fn await_zero(&mut self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        if self.count().await == 0 {
+            return true;
+        }
+        let mut pubsub = redis::Client::open(self.url.as_str())
+            .unwrap()
+            .get_async_pubsub()
+            .await
+            .unwrap();
+        pubsub.subscribe(&self.channel).await.unwrap();
+        let mut messages = pubsub.on_message();
+        while self.count().await > 0 {
+            loop {
+                let next = tokio::time::timeout_at(deadline, messages.next()).await;
+                match next {
+                    Err(_) | Ok(None) => return false,
+                    Ok(Some(message)) if message.get_payload::<i64>() == Ok(0) => break,
+                    Ok(Some(_)) => {}
+                }
+            }
+        }
+        true
     }
 }

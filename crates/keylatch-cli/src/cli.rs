@@ -84,8 +84,19 @@ pub struct ConnectionArgs {
 pub enum Command {
     /// Acquire a lock, run a command while holding it, release it when the command exits.
     Run(RunArgs),
-    /// Show who holds a lock, the fair queue, read holders or semaphore permits.
+    /// Show who holds a lock, the fair queue, read holders, semaphore permits or a latch's
+    /// count.
     Inspect(InspectArgs),
+    /// Set, count down or wait for a count-down latch (Redisson's RCountDownLatch).
+    #[command(
+        subcommand,
+        after_help = "Exit codes: 0 on success; `set` 1 when the latch exists; `wait` 75 when \
+                      --wait passed before the count reached zero, 130 (SIGINT) or 143 \
+                      (SIGTERM) when interrupted; 64 for bad arguments (a count of 0 included); \
+                      69 when Redis cannot be reached; 77 when Redis refused the credentials or \
+                      a permission; 70 for any other error."
+    )]
+    Latch(LatchCommand),
     /// Measure the primitives against a raw EVALSHA round trip on this Redis.
     Bench(BenchArgs),
     /// Show the use cases across real processes: FIFO jobs, cache refresh, capped concurrency.
@@ -171,6 +182,42 @@ pub enum OnLost {
     Kill,
     /// Let the command finish; exit with its code.
     Ignore,
+}
+
+/// `keylatch latch`: exit 0 on success; `set` exits 1 when the latch already exists; `wait`
+/// exits 75 when --wait passed before the count reached zero, 130 (SIGINT) or 143 (SIGTERM)
+/// when interrupted; 64, 69, 77 and 70 as for `run`.
+#[derive(Debug, Subcommand)]
+pub enum LatchCommand {
+    /// Set the latch's count if the latch does not exist: exit 0 when set, 1 when it exists
+    /// (its count is left as it is).
+    Set {
+        /// The latch name.
+        name: String,
+        /// The count, at least 1.
+        #[arg(value_name = "N")]
+        count: u64,
+    },
+    /// Count the latch down by one and print the count left (0: open, the key is gone).
+    CountDown {
+        /// The latch name.
+        name: String,
+    },
+    /// Print the latch's count (0 when it does not exist).
+    Count {
+        /// The latch name.
+        name: String,
+    },
+    /// Wait until the latch's count is zero (at once when the latch does not exist): exit 0
+    /// then, 75 when --wait passed first.
+    Wait {
+        /// The latch name.
+        name: String,
+        /// Give up after this long (exit 75); without it, wait as long as it takes. `0s`
+        /// reads the count once.
+        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
 }
 
 /// `keylatch inspect`.

@@ -43,7 +43,8 @@ impl From<keylatch::Error> for Failure {
             | E::InvalidSentinelUrl { .. }
             | E::InvalidClusterUrl { .. }
             | E::TlsFile { .. }
-            | E::InvalidPermits { .. } => EX_USAGE,
+            | E::InvalidPermits { .. }
+            | E::InvalidCount { .. } => EX_USAGE,
             E::Connect { .. }
             | E::Connection(_)
             | E::Timeout { .. }

@@ -300,8 +300,11 @@ pub async fn describe<C: ConnectionLike + Send + Sync>(
                 // Without held permits a permit-expirable semaphore is Redisson's plain
                 // semaphore layout too: one integer string.
                 report["primitive"] = json!("semaphore");
-                report["note"] =
-                    json!("a permit-expirable semaphore with no permit held looks the same");
+                // So is a count-down latch (Redisson's RCountDownLatch): its count.
+                report["latch_count"] = json!(available.map(|n| n.max(0)));
+                report["note"] = json!(
+                    "a permit-expirable semaphore with no permit held, or a count-down latch, looks the same"
+                );
             }
         }
         "none" => {
@@ -416,6 +419,9 @@ fn print_text(report: &Value) {
             println!("  available permits: {}", report["available_permits"]);
             if let Some(total) = report["total_permits"].as_i64() {
                 println!("  total permits: {total}");
+            }
+            if let Some(count) = report["latch_count"].as_i64() {
+                println!("  as a count-down latch: count {count}");
             }
             if let Some(note) = report["note"].as_str() {
                 println!("  ({note})");

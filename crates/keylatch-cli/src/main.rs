@@ -5,6 +5,7 @@
 //! keylatch run --wait 10s --fair jobs -- ./job.sh     # FIFO, give up after 10 s (exit 75)
 //! keylatch run --semaphore 3 encoders -- ffmpeg ...   # at most 3 at once, fleet-wide
 //! keylatch inspect nightly-report --json
+//! keylatch latch wait --wait 1m shards-loaded          # until the count is 0 (exit 75 if not)
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
@@ -15,6 +16,7 @@ mod connection;
 mod demo;
 mod failure;
 mod inspect;
+mod latch;
 mod run;
 
 use std::process::ExitCode;
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
                 )),
                 Command::Run(args) => run::run(config, args).await,
                 Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
+                Command::Latch(command) => latch::latch(config, command).await,
                 Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),
                 Command::Demo => demo::demo(config).await,
                 Command::DemoWorker(args) => demo::worker(config, args).await.map(|()| 0),

@@ -264,7 +264,7 @@ pub(crate) async fn interrupted() {
 
 /// Completes on SIGINT or SIGTERM with the shell's code for a process that signal ended:
 /// 130 for SIGINT, 143 for SIGTERM.
-async fn interruption() -> u8 {
+pub(crate) async fn interruption() -> u8 {
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),

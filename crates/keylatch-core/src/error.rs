@@ -67,6 +67,13 @@ pub enum Error {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// A count-down latch's count is zero or larger than Redis can count (`i64::MAX`).
+    /// Nothing was changed.
+    #[error("invalid latch count: {reason}")]
+    InvalidCount {
+        /// Why it was refused.
+        reason: &'static str,
+    },
     /// A permit id that this semaphore never issued, or whose lease already ended. Nothing was
     /// changed.
     #[error("permit {id:?} of semaphore {name:?} is unknown or expired")]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use keylatch_core::{Owner, OwnerId, Result};
 
 use keylatch_fair::FairLock;
+use keylatch_latch::CountDownLatch;
 use keylatch_redis::{ClientStats, Config, LuaScript};
 use keylatch_reentrant::ReentrantLock;
 use keylatch_rwlock::RwLock;
@@ -49,6 +50,7 @@ fn all_scripts() -> Vec<&'static LuaScript> {
     scripts.extend_from_slice(keylatch_fair::SCRIPTS);
     scripts.extend_from_slice(keylatch_rwlock::SCRIPTS);
     scripts.extend_from_slice(keylatch_semaphore::SCRIPTS);
+    scripts.extend_from_slice(keylatch_latch::SCRIPTS);
     scripts
 }
 
@@ -175,6 +177,11 @@ impl Client {
     /// The permit-expirable semaphore `name` (see [`PermitExpirableSemaphore`]).
     pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore::new(&self.core, name)
+    }
+
+    /// The count-down latch `name` (see [`CountDownLatch`]).
+    pub fn latch(&self, name: &str) -> CountDownLatch {
+        CountDownLatch::new(&self.core, name)
     }
 
     /// Ends the client: refuses new acquisitions, ends the waits in progress with

@@ -40,6 +40,7 @@
 //! | jobs run in arrival order | [`FairLock`] (`client.fair_lock(name)`) |
 //! | many readers, an occasional writer (cache refresh) | [`RwLock`] (`client.rw_lock(name)`) |
 //! | at most N at once across machines | [`Semaphore`] (`client.semaphore(name)`), or [`PermitExpirableSemaphore`] when a crashed holder's permits must come back |
+//! | wait until N processes have finished something | [`CountDownLatch`] (`client.latch(name)`) |
 //! | several locks all-or-nothing (a transfer between two accounts) | [`MultiLock`] (`MultiLock::new([...])`) |
 //! | one lock that survives the loss of a minority of independent servers | [`RedLock`] (`RedLock::new([...])`) |
 //!
@@ -72,6 +73,7 @@ pub use keylatch_core::{
     Result, SecretUrl, StoreError, UnfinishedRelease, WatchdogStats, redact_url, secrecy,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
+pub use keylatch_latch::{CountDownLatch, MAX_COUNT};
 pub use keylatch_redis::{
     COALESCE_AFTER, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL, TlsConfig,
     deadpool_redis, from_redis, redis,
