@@ -23,6 +23,38 @@ use keylatch_core::SecretUrl;
 /// The URL used when neither `KEYLATCH_REDIS_URL` nor `REDIS_URL` is set.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
+/// The default of [`Config::watchdog_batch_size`].
+pub(crate) const DEFAULT_WATCHDOG_BATCH: usize = 100;
+
+/// Which replicas an acquisition waits for ([`Config::replicas_mode`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
+pub enum ReplicaMode {
+    /// [`Config::replicas`] replicas, every one: fewer acknowledgements within
+    /// [`Config::replicas_timeout`] is [`Error::NotReplicated`]. Off when `replicas` is 0
+    /// (unless [`Config::replicas_aof`]).
+    #[default]
+    Count,
+    /// Every replica the primary reports connected (`connected_slaves` of `INFO
+    /// replication`, read with each acquisition for the next): the acquisition fails only
+    /// when the primary has replicas and none acknowledged, as Redisson's
+    /// `checkLockSyncedSlaves`. Works with any number of replicas, none included.
+    AllConnected,
+}
+
+/// The replica acknowledgement of acquisitions, as the command path uses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Acknowledge {
+    /// How many replicas, with [`ReplicaMode::Count`].
+    pub(crate) replicas: u32,
+    pub(crate) mode: ReplicaMode,
+    /// `WAITAOF` where the server has it and runs AOF.
+    pub(crate) aof: bool,
+    pub(crate) timeout: Duration,
+}
+
 /// How a [`Client`](crate::Client) connects and how long its holds last.
 ///
 /// Build one with [`Config::builder`] (a few fields changed, the rest defaults), read the
@@ -134,6 +166,24 @@ pub struct Config {
     /// (default 1 s; less than `response_timeout`). `KEYLATCH_REPLICAS_TIMEOUT`.
     #[cfg_attr(feature = "serde", serde(with = "duration::serde_form"))]
     pub replicas_timeout: Duration,
+    /// Which replicas an acquisition waits for: [`ReplicaMode::Count`] (the default), exactly
+    /// [`replicas`](Config::replicas) of them; or [`ReplicaMode::AllConnected`], every replica
+    /// the primary reports connected, failing only when it has some and none acknowledged
+    /// (Redisson's `checkLockSyncedSlaves`; `replicas` must then be 0).
+    /// `KEYLATCH_REPLICAS_MODE` (`count`, `all-connected`) in [`Config::from_env`].
+    pub replicas_mode: ReplicaMode,
+    /// Wait for the hold to reach the append-only files (`WAITAOF 1 n timeout`: the primary's
+    /// own and `n` replicas') instead of the replicas' memory (`WAIT`), on a server that has
+    /// `WAITAOF` (Redis and Valkey 7.2 and later) and runs with `appendonly yes`; elsewhere
+    /// (Redis 7.0, AOF off) the acquisition waits with `WAIT` as without it, and a warning is
+    /// logged once per connection. The counts of [`Error::NotReplicated`] then include the
+    /// primary's own file. Default off; `KEYLATCH_REPLICAS_AOF` (`true`/`false`).
+    pub replicas_aof: bool,
+    /// The most holds the watchdog renews in one script call (Redisson's
+    /// `lockWatchdogBatchSize`); the calls of one renewal tick still go in one pipelined round
+    /// trip. Default [`RENEWAL_BATCH`](crate::RENEWAL_BATCH) (100), between 1 and 1000.
+    /// `KEYLATCH_WATCHDOG_BATCH_SIZE` in [`Config::from_env`].
+    pub watchdog_batch_size: usize,
     /// On a Redis Cluster: wake-ups go by sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7),
     /// as Redisson does there by default, so each goes only to the shard of its lock; with
     /// `false`, by classic pub/sub, which every node of the cluster relays to every other
@@ -187,6 +237,9 @@ impl std::fmt::Debug for Config {
             .field("tls", &self.tls)
             .field("replicas", &self.replicas)
             .field("replicas_timeout", &self.replicas_timeout)
+            .field("replicas_mode", &self.replicas_mode)
+            .field("replicas_aof", &self.replicas_aof)
+            .field("watchdog_batch_size", &self.watchdog_batch_size)
             .field("sharded_pubsub", &self.sharded_pubsub)
             .field("coalesce", &self.coalesce)
             .field("pubsub_patterns", &self.pubsub_patterns)
@@ -219,6 +272,9 @@ impl PartialEq for Config {
             tls,
             replicas,
             replicas_timeout,
+            replicas_mode,
+            replicas_aof,
+            watchdog_batch_size,
             sharded_pubsub,
             pubsub_patterns,
             coalesce,
@@ -242,6 +298,9 @@ impl PartialEq for Config {
             && *tls == other.tls
             && *replicas == other.replicas
             && *replicas_timeout == other.replicas_timeout
+            && *replicas_mode == other.replicas_mode
+            && *replicas_aof == other.replicas_aof
+            && *watchdog_batch_size == other.watchdog_batch_size
             && *sharded_pubsub == other.sharded_pubsub
             && *pubsub_patterns == other.pubsub_patterns
             && *coalesce == other.coalesce
@@ -270,6 +329,9 @@ impl Default for Config {
             tls: TlsConfig::default(),
             replicas: 0,
             replicas_timeout: Duration::from_secs(1),
+            replicas_mode: ReplicaMode::Count,
+            replicas_aof: false,
+            watchdog_batch_size: DEFAULT_WATCHDOG_BATCH,
             sharded_pubsub: true,
             coalesce: true,
             pubsub_patterns: 4,
@@ -280,7 +342,7 @@ impl Default for Config {
 
 impl Config {
     /// Every environment variable [`Config::from_env`] reads (and nothing else does).
-    pub const ENV_VARS: [&'static str; 14] = [
+    pub const ENV_VARS: [&'static str; 17] = [
         "KEYLATCH_REDIS_URL",
         "REDIS_URL",
         "KEYLATCH_REDIS_USERNAME",
@@ -295,12 +357,28 @@ impl Config {
         "KEYLATCH_PUBSUB_PATTERNS",
         "KEYLATCH_REPLICAS",
         "KEYLATCH_REPLICAS_TIMEOUT",
+        "KEYLATCH_REPLICAS_MODE",
+        "KEYLATCH_REPLICAS_AOF",
+        "KEYLATCH_WATCHDOG_BATCH_SIZE",
     ];
 
     /// A builder starting from the defaults; it reads no environment variable (start from
     /// the environment with `ConfigBuilder::from(Config::from_env())`).
     pub fn builder() -> ConfigBuilder {
         ConfigBuilder::from(Config::default())
+    }
+
+    /// The replica acknowledgement acquisitions wait for, or `None` when they wait for none.
+    pub(crate) fn acknowledgement(&self) -> Option<Acknowledge> {
+        let on = self.replicas > 0
+            || self.replicas_mode == ReplicaMode::AllConnected
+            || self.replicas_aof;
+        on.then_some(Acknowledge {
+            replicas: self.replicas,
+            mode: self.replicas_mode,
+            aof: self.replicas_aof,
+            timeout: self.replicas_timeout,
+        })
     }
 
     /// How often the watchdog renews: a third of the watchdog timeout.

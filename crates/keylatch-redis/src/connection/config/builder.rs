@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
-use super::Config;
+use super::{Config, ReplicaMode};
 use keylatch_core::Result;
 use keylatch_core::SecretUrl;
 
@@ -157,6 +157,36 @@ impl ConfigBuilder {
     pub fn replicas(mut self, n: u32, timeout: Duration) -> Self {
         self.config.replicas = n;
         self.config.replicas_timeout = timeout;
+        self
+    }
+
+    /// Every acquisition waits for every replica the primary reports connected, at most
+    /// `timeout`, and fails only when it has some and none acknowledged (see
+    /// [`ReplicaMode::AllConnected`]).
+    pub fn replicas_all_connected(mut self, timeout: Duration) -> Self {
+        self.config.replicas = 0;
+        self.config.replicas_mode = ReplicaMode::AllConnected;
+        self.config.replicas_timeout = timeout;
+        self
+    }
+
+    /// Which replicas an acquisition waits for (see [`Config::replicas_mode`]).
+    pub fn replicas_mode(mut self, mode: ReplicaMode) -> Self {
+        self.config.replicas_mode = mode;
+        self
+    }
+
+    /// Wait for the append-only files (`WAITAOF`) where the server has them (see
+    /// [`Config::replicas_aof`]; default off).
+    pub fn replicas_aof(mut self, aof: bool) -> Self {
+        self.config.replicas_aof = aof;
+        self
+    }
+
+    /// The most holds renewed by one script call (see [`Config::watchdog_batch_size`];
+    /// default 100).
+    pub fn watchdog_batch_size(mut self, size: usize) -> Self {
+        self.config.watchdog_batch_size = size;
         self
     }
 

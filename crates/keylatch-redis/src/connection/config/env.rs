@@ -4,7 +4,7 @@
 
 use secrecy::SecretString;
 
-use super::{Config, DEFAULT_URL, parse_duration};
+use super::{Config, DEFAULT_URL, ReplicaMode, parse_duration};
 use crate::connection::tls::TlsConfig;
 use keylatch_core::SecretUrl;
 
@@ -30,6 +30,7 @@ impl Config {
         for (name, field) in [
             ("KEYLATCH_SHARDED_PUBSUB", &mut config.sharded_pubsub),
             ("KEYLATCH_COALESCE", &mut config.coalesce),
+            ("KEYLATCH_REPLICAS_AOF", &mut config.replicas_aof),
         ] {
             if let Some(text) = var(name) {
                 match text.trim().to_ascii_lowercase().as_str() {
@@ -51,6 +52,25 @@ impl Config {
             match text.trim().parse() {
                 Ok(n) => config.replicas = n,
                 Err(_) => config.env_problem = Some(("KEYLATCH_REPLICAS", "not a whole number")),
+            }
+        }
+        if let Some(text) = var("KEYLATCH_REPLICAS_MODE") {
+            match text.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+                "count" => config.replicas_mode = ReplicaMode::Count,
+                "all-connected" | "all" => config.replicas_mode = ReplicaMode::AllConnected,
+                _ => {
+                    config.env_problem =
+                        Some(("KEYLATCH_REPLICAS_MODE", "not count or all-connected"));
+                }
+            }
+        }
+        if let Some(text) = var("KEYLATCH_WATCHDOG_BATCH_SIZE") {
+            match text.trim().parse() {
+                Ok(n) => config.watchdog_batch_size = n,
+                Err(_) => {
+                    config.env_problem =
+                        Some(("KEYLATCH_WATCHDOG_BATCH_SIZE", "not a whole number"));
+                }
             }
         }
         if let Some(text) = var("KEYLATCH_REPLICAS_TIMEOUT") {

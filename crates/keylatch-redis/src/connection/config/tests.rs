@@ -136,3 +136,73 @@ fn debug_never_shows_a_password() {
     assert!(!shown.contains("hunter"), "{shown}");
     assert!(shown.contains("app:***@db"), "{shown}");
 }
+
+#[test]
+fn acknowledgement_modes_and_batch_size_are_checked() {
+    let all = Config::builder()
+        .replicas_all_connected(Duration::from_millis(200))
+        .replicas_aof(true)
+        .watchdog_batch_size(3)
+        .build()
+        .unwrap();
+    assert_eq!(all.replicas_mode, ReplicaMode::AllConnected);
+    let ack = all.acknowledgement().expect("acknowledgement on");
+    assert!(ack.aof && ack.replicas == 0);
+    let shown = format!("{all:?}");
+    for field in [
+        "replicas_mode: AllConnected",
+        "replicas_aof: true",
+        "watchdog_batch_size: 3",
+    ] {
+        assert!(shown.contains(field), "{shown}");
+    }
+    assert!(Config::default().acknowledgement().is_none());
+    // AOF alone waits for the primary's own file.
+    assert!(
+        Config::builder()
+            .replicas_aof(true)
+            .build()
+            .unwrap()
+            .acknowledgement()
+            .is_some()
+    );
+    let field = |config: ConfigBuilder| match config.build() {
+        Err(Error::InvalidConfig { field, .. }) => field,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        field(
+            Config::builder()
+                .replicas(1, Duration::from_millis(200))
+                .replicas_mode(ReplicaMode::AllConnected)
+        ),
+        "replicas"
+    );
+    // The timeout must stay below the response timeout in every mode.
+    assert_eq!(
+        field(Config::builder().replicas_all_connected(Duration::from_secs(5))),
+        "replicas_timeout"
+    );
+    assert_eq!(
+        field(Config::builder().watchdog_batch_size(0)),
+        "watchdog_batch_size"
+    );
+    assert_eq!(
+        field(Config::builder().watchdog_batch_size(1001)),
+        "watchdog_batch_size"
+    );
+    assert!(Config::builder().watchdog_batch_size(1).build().is_ok());
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn modes_read_from_a_file() {
+    let config: Config = serde_json::from_str(
+        r#"{"replicas_mode": "all-connected", "replicas_aof": true, "replicas_timeout": "200ms", "watchdog_batch_size": 7}"#,
+    )
+    .unwrap();
+    assert_eq!(config.replicas_mode, ReplicaMode::AllConnected);
+    assert_eq!(config.watchdog_batch_size, 7);
+    config.validate().unwrap();
+    assert!(serde_json::from_str::<Config>(r#"{"replicas_mode": "most"}"#).is_err());
+}

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::Config;
+use super::{Config, ReplicaMode};
 use keylatch_core::{Error, Result};
 
 impl Config {
@@ -60,7 +60,16 @@ impl Config {
         if self.replicas_timeout < Duration::from_millis(1) {
             return bad("replicas_timeout", "must be at least 1ms");
         }
-        if self.replicas > 0 && self.replicas_timeout >= self.response_timeout {
+        if self.replicas_mode == ReplicaMode::AllConnected && self.replicas > 0 {
+            return bad(
+                "replicas",
+                "must be 0 with replicas_mode all-connected (the primary says how many)",
+            );
+        }
+        if self.watchdog_batch_size == 0 || self.watchdog_batch_size > 1000 {
+            return bad("watchdog_batch_size", "must be between 1 and 1000");
+        }
+        if self.acknowledgement().is_some() && self.replicas_timeout >= self.response_timeout {
             return bad(
                 "replicas_timeout",
                 "must be less than response_timeout (the acquisition's reply waits for it)",
