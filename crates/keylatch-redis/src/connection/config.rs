@@ -158,7 +158,8 @@ pub struct Config {
     /// it (`WAIT`, sent in one pipeline with the acquire script on the same connection). With
     /// fewer acknowledgements in [`replicas_timeout`](Config::replicas_timeout) the acquisition
     /// is undone and fails with [`Error::NotReplicated`] (a wait tries again within its
-    /// budget). 0 (the default) waits for none. `KEYLATCH_REPLICAS` in
+    /// budget). 0 (the default) waits for none, unless [`replicas_mode`](Config::replicas_mode)
+    /// or [`replicas_aof`](Config::replicas_aof) asks. `KEYLATCH_REPLICAS` in
     /// [`Config::from_env`]. Releases and renewals never wait: losing one to a failover can
     /// only shorten a hold, which the watchdog then reports.
     pub replicas: u32,
