@@ -199,7 +199,7 @@ impl ConfigBuilder {
     /// Validates and returns the configuration.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`].
+    /// [`Error::InvalidConfig`](keylatch_core::Error::InvalidConfig).
     pub fn build(self) -> Result<Config> {
         self.config.validate()?;
         Ok(self.config)
