@@ -63,7 +63,7 @@ fn switches_read_from_the_environment() {
 }
 
 /// Every variable `Config::from_env` reads.
-const CONFIG_VARS: [&str; 14] = Config::ENV_VARS;
+const CONFIG_VARS: [&str; 17] = Config::ENV_VARS;
 
 /// Run as a child by `the_builder_reads_no_environment`: prints whether `Config::builder()`
 /// built the defaults, and whether `Config::from_env()` differs from them.

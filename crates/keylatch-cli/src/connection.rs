@@ -20,7 +20,7 @@ pub const SECRET_VARS: [&str; 5] = [
 /// Every variable the client configuration is read from ([`Config::from_env`]): where Redis
 /// is, who logs in and how, the TLS files and the client's tuning. A command run under a lock
 /// inherits none of them ([`strip_client_vars`]).
-pub const CLIENT_VARS: [&str; 14] = Config::ENV_VARS;
+pub const CLIENT_VARS: [&str; 17] = Config::ENV_VARS;
 
 /// Keeps keylatch's own settings out of a command's environment: every variable in
 /// [`CLIENT_VARS`] and, so that one added later cannot leak either, every other `KEYLATCH_*`

@@ -225,7 +225,7 @@ impl Client {
             topology.clone(),
             config.connections,
             config.response_timeout,
-            (config.replicas > 0).then_some((config.replicas, config.replicas_timeout)),
+            config.acknowledgement(),
             config.sharded_pubsub,
             config.coalesce,
         ));
@@ -239,7 +239,12 @@ impl Client {
             config.pubsub_patterns,
         );
         let registry = WatchdogRegistry::new();
-        let watchdog_task = crate::renewal::start(&registry, commands.clone(), reconnected);
+        let watchdog_task = crate::renewal::start(
+            &registry,
+            commands.clone(),
+            reconnected,
+            config.watchdog_batch_size,
+        );
         let settle_window = (config.response_timeout * 3 + std::time::Duration::from_secs(1))
             .max(config.settle_window);
         let background = Background::new(registry, config.release_timeout, settle_window);

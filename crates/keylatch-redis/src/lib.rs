@@ -46,7 +46,9 @@ mod wait;
 pub use client::{Client, ClientStats};
 pub use connection::app::Connection;
 pub use connection::commands::COALESCE_AFTER;
-pub use connection::config::{Config, ConfigBuilder, DEFAULT_URL, parse_duration, url_from_env};
+pub use connection::config::{
+    Config, ConfigBuilder, DEFAULT_URL, ReplicaMode, parse_duration, url_from_env,
+};
 pub use connection::script::{LuaScript, NEXT_TOKEN, ScriptCall};
 pub use connection::tls::TlsConfig;
 pub use error::{RedisResultExt, from_pool, from_redis, from_redis_key};

@@ -1,6 +1,7 @@
 //! The watchdog's renewal task: every third of a lease, the watched holds of a client's
-//! registry that are due are renewed by their scripts, in batches of [`RENEWAL_BATCH`] keys per
-//! call and all calls of a tick in one pipelined round trip.
+//! registry that are due are renewed by their scripts, in batches of
+//! [`Config::watchdog_batch_size`](crate::Config::watchdog_batch_size) keys per call (default
+//! [`RENEWAL_BATCH`]) and all calls of a tick in one pipelined round trip.
 
 use std::sync::Arc;
 
@@ -21,8 +22,9 @@ use crate::connection::script::LuaScript;
 pub static RENEW_HASH_HOLDS: LuaScript =
     LuaScript::freeing("renew_hash_holds", include_str!("lua/renew_hash_holds.lua"));
 
-/// The most keys renewed by one script call.
-pub const RENEWAL_BATCH: usize = 100;
+/// The most keys renewed by one script call unless
+/// [`Config::watchdog_batch_size`](crate::Config::watchdog_batch_size) says otherwise.
+pub const RENEWAL_BATCH: usize = crate::connection::config::DEFAULT_WATCHDOG_BATCH;
 
 impl LuaScript {
     /// Renewal by this script: it takes `KEYS` = the keys, `ARGV[1]` = the lease in ms,
@@ -34,16 +36,28 @@ impl LuaScript {
     }
 }
 
-/// Starts the renewal task of `registry`: it ends when the registry is dropped.
+/// Starts the renewal task of `registry`, renewing at most `batch` keys per script call: it
+/// ends when the registry is dropped.
 pub(crate) fn start(
     registry: &WatchdogRegistry,
     commands: Arc<Commands>,
     reconnected: Arc<Notify>,
+    batch: usize,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run(registry.downgrade(), commands, reconnected))
+    tokio::spawn(run(
+        registry.downgrade(),
+        commands,
+        reconnected,
+        batch.max(1),
+    ))
 }
 
-async fn run(registry: WeakRegistry, commands: Arc<Commands>, reconnected: Arc<Notify>) {
+async fn run(
+    registry: WeakRegistry,
+    commands: Arc<Commands>,
+    reconnected: Arc<Notify>,
+    batch: usize,
+) {
     loop {
         let Some(live) = registry.upgrade() else {
             return;
@@ -72,12 +86,12 @@ async fn run(registry: WeakRegistry, commands: Arc<Commands>, reconnected: Arc<N
             // every watched hold is renewed now, so a hold that is gone is known lost at once.
             live.renew_all_now();
         }
-        tick(&live, &commands).await;
+        tick(&live, &commands, batch).await;
     }
 }
 
-async fn tick(registry: &WatchdogRegistry, commands: &Commands) {
-    let groups = registry.due_renewals(Instant::now(), RENEWAL_BATCH, |key| commands.slot_of(key));
+async fn tick(registry: &WatchdogRegistry, commands: &Commands, batch: usize) {
+    let groups = registry.due_renewals(Instant::now(), batch, |key| commands.slot_of(key));
     if groups.is_empty() {
         return;
     }

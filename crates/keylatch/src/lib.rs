@@ -75,8 +75,8 @@ pub use keylatch_core::{
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
 pub use keylatch_latch::{CountDownLatch, MAX_COUNT};
 pub use keylatch_redis::{
-    COALESCE_AFTER, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL, TlsConfig,
-    deadpool_redis, from_redis, redis,
+    COALESCE_AFTER, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL, ReplicaMode,
+    TlsConfig, deadpool_redis, from_redis, redis,
 };
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use keylatch_reentrant::{ReentrantLock, SpinBackoff, SpinLock};

@@ -10,11 +10,14 @@ use std::sync::Arc;
 
 use crate::connection::app::Connection;
 use crate::connection::cluster;
+use crate::connection::config::Acknowledge;
 use crate::connection::script::{LuaScript, ScriptCall};
 use crate::connection::topology::Topology;
 use keylatch_core::{Error, Result, StoreError};
 
+mod ack;
 mod coalesce;
+mod on_cluster;
 pub use coalesce::COALESCE_AFTER;
 
 /// Connections for commands.
@@ -31,8 +34,8 @@ pub(crate) struct Commands {
     slots: Vec<Slot>,
     next: AtomicUsize,
     response_timeout: Duration,
-    /// Replica acknowledgement for acquisitions: how many replicas, how long.
-    acknowledgement: Option<(u32, Duration)>,
+    /// Replica acknowledgement for acquisitions ([`ack`]), or none.
+    acknowledgement: Option<ack::Acknowledger>,
     script_reloads: AtomicU64,
     /// On a Redis Cluster: wake-ups go by sharded pub/sub (`SPUBLISH`), so scripts run in
     /// their sharded variant.
@@ -76,7 +79,7 @@ impl Commands {
         topology: Arc<Topology>,
         slots: usize,
         response_timeout: Duration,
-        acknowledgement: Option<(u32, Duration)>,
+        acknowledgement: Option<Acknowledge>,
         sharded: bool,
         coalesce: bool,
     ) -> Self {
@@ -94,7 +97,7 @@ impl Commands {
                 .collect(),
             next: AtomicUsize::new(0),
             response_timeout,
-            acknowledgement,
+            acknowledgement: acknowledgement.map(ack::Acknowledger::new),
             script_reloads: AtomicU64::new(0),
             sharded,
             redirections: Arc::new(AtomicU64::new(0)),
@@ -327,11 +330,11 @@ impl Commands {
     }
 
     async fn eval_once(&self, call: &ScriptCall) -> Result<Value> {
-        if let Some((replicas, timeout)) = self.acknowledgement
+        if let Some(ack) = &self.acknowledgement
             && call.script().is_acquisition()
         {
             // Boxed: a rare path that should not grow every acquire's future.
-            return Box::pin(self.eval_acknowledged(call, replicas, timeout)).await;
+            return Box::pin(self.eval_acknowledged(call, ack)).await;
         }
         if self.topology.is_cluster() {
             return Box::pin(self.cluster_eval(call)).await;
@@ -369,106 +372,6 @@ impl Commands {
             .await
             .map_err(|e| self.map_error(e, call.first_key(), index, generation))?;
         Ok(value)
-    }
-
-    /// An acquisition with replica acknowledgement: `EVALSHA` and `WAIT replicas timeout` in
-    /// one pipeline on one connection (so `WAIT` covers the script's writes), and on NOSCRIPT
-    /// `SCRIPT LOAD` + the same again. Fewer acknowledgements than asked for is
-    /// [`Error::NotReplicated`], which the caller undoes as it does a lost reply.
-    async fn eval_acknowledged(
-        &self,
-        call: &ScriptCall,
-        replicas: u32,
-        timeout: Duration,
-    ) -> Result<Value> {
-        let index = self.pick(call.first_key());
-        let key = call.first_key();
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(
-            u64::try_from(timeout.as_millis())
-                .unwrap_or(u64::MAX)
-                .max(1),
-        );
-        if self.topology.is_cluster() {
-            let cmds = [call.evalsha_cmd(self.sharded), wait];
-            let replies = self
-                .cluster_run(index, key, &cmds, Some(call.script()))
-                .await?;
-            let mut replies = replies.into_iter().map(Value::extract_error);
-            let (Some(reply), Some(acknowledged)) = (replies.next(), replies.next()) else {
-                return Err(Error::UnexpectedReply { what: "WAIT" });
-            };
-            let reply = reply.map_err(|e| crate::error::from_redis_key(e, key))?;
-            return self.acknowledged(key, reply, acknowledged, replicas, timeout, |e| {
-                crate::error::from_redis_key(e, key)
-            });
-        }
-        let (generation, mut conn) = self.connection(index).await?;
-        let mut replies = Vec::new();
-        for reload in [false, true] {
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            if reload {
-                self.script_reloads.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(target: "keylatch::connection", script = call.script().name(), "NOSCRIPT: script reloaded");
-                keylatch_core::telemetry::round_trip();
-                pipe.add_command(call.script().load_cmd(false));
-            }
-            pipe.add_command(call.evalsha_cmd(false))
-                .add_command(wait.clone());
-            replies = pipe
-                .query_async::<Vec<redis::RedisResult<Value>>>(&mut conn)
-                .await
-                .map_err(|e| self.map_error(e, key, index, generation))?;
-            if reload && !replies.is_empty() {
-                drop(replies.remove(0));
-            }
-            if !replies
-                .first()
-                .is_some_and(|r| r.as_ref().is_err_and(is_noscript))
-            {
-                break;
-            }
-        }
-        let mut replies = replies.into_iter();
-        let (Some(reply), Some(acknowledged)) = (replies.next(), replies.next()) else {
-            return Err(Error::UnexpectedReply { what: "WAIT" });
-        };
-        let reply = reply.map_err(|e| self.map_error(e, key, index, generation))?;
-        self.acknowledged(key, reply, acknowledged, replicas, timeout, |e| {
-            self.map_error(e, key, index, generation)
-        })
-    }
-
-    /// The reply of an acknowledged acquisition, or [`Error::NotReplicated`].
-    fn acknowledged(
-        &self,
-        key: &str,
-        reply: Value,
-        acknowledged: redis::RedisResult<Value>,
-        replicas: u32,
-        timeout: Duration,
-        map_error: impl FnOnce(RedisError) -> Error,
-    ) -> Result<Value> {
-        let acknowledged = match acknowledged {
-            Ok(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
-            Ok(_) => return Err(Error::UnexpectedReply { what: "WAIT" }),
-            Err(e) => return Err(map_error(e)),
-        };
-        if acknowledged < replicas {
-            tracing::warn!(target: "keylatch::connection",
-                key,
-                acknowledged,
-                wanted = replicas,
-                "too few replicas acknowledged an acquisition; undoing it"
-            );
-            return Err(Error::NotReplicated {
-                acknowledged,
-                wanted: replicas,
-                timeout,
-            });
-        }
-        Ok(reply)
     }
 
     /// Runs several script calls in one pipelined round trip and returns each call's own
@@ -550,131 +453,6 @@ impl Commands {
         pipe.query_async::<()>(&mut conn)
             .await
             .map_err(|e| self.map_error(e, "", index, generation))
-    }
-}
-
-/// The cluster path.
-impl Commands {
-    /// Runs `cmds` on the primary of `key`'s slot, following redirections (see
-    /// [`cluster::run`]); each command's reply.
-    async fn cluster_run(
-        &self,
-        index: usize,
-        key: &str,
-        cmds: &[redis::Cmd],
-        script: Option<&'static crate::connection::script::LuaScript>,
-    ) -> Result<Vec<Value>> {
-        let (generation, mut conn) = self.connection(index).await?;
-        let Some(cluster) = conn.as_cluster() else {
-            return Err(Error::Closed);
-        };
-        let redirections = &self.redirections;
-        let topology = &self.topology;
-        let on_redirect = || {
-            redirections.fetch_add(1, Ordering::Relaxed);
-            topology.set_slot_map(None);
-        };
-        let outcome = cluster::run(
-            cluster,
-            key,
-            cmds,
-            script.map(|s| (s, self.sharded)),
-            self.response_timeout,
-            &on_redirect,
-        )
-        .await;
-        outcome.map_err(|e| self.map_error(e, key, index, generation))
-    }
-
-    /// One script call on a cluster.
-    async fn cluster_eval(&self, call: &ScriptCall) -> Result<Value> {
-        let key = call.first_key();
-        let index = self.pick(key);
-        let mut replies = self
-            .cluster_run(
-                index,
-                key,
-                &[call.evalsha_cmd(self.sharded)],
-                Some(call.script()),
-            )
-            .await?;
-        replies
-            .pop()
-            .ok_or(Error::UnexpectedReply {
-                what: call.script().name(),
-            })?
-            .extract_error()
-            .map_err(|e| crate::error::from_redis_key(e, key))
-    }
-
-    /// Idempotent calls on a cluster: one pipeline per primary (see [`cluster::run_batch`]).
-    async fn cluster_batch(&self, calls: &[ScriptCall]) -> Result<Vec<Result<Value>>> {
-        let index = self.pick("");
-        let (generation, mut conn) = self.connection(index).await?;
-        let Some(cluster) = conn.as_cluster() else {
-            return Err(Error::Closed);
-        };
-        let map = match self.topology.slot_map() {
-            Some(map) => map,
-            None => {
-                keylatch_core::telemetry::round_trip();
-                let map = cluster::slot_map(cluster)
-                    .await
-                    .map_err(|e| self.map_error(e, "", index, generation))?;
-                self.topology.set_slot_map(Some(map.clone()));
-                map
-            }
-        };
-        let calls: Vec<(
-            String,
-            redis::Cmd,
-            &'static crate::connection::script::LuaScript,
-        )> = calls
-            .iter()
-            .map(|call| {
-                (
-                    call.first_key().to_owned(),
-                    call.evalsha_cmd(self.sharded),
-                    call.script(),
-                )
-            })
-            .collect();
-        let redirections = &self.redirections;
-        let topology = &self.topology;
-        let on_redirect = || {
-            redirections.fetch_add(1, Ordering::Relaxed);
-            topology.set_slot_map(None);
-        };
-        let replies = cluster::run_batch(
-            cluster,
-            &map,
-            &calls,
-            self.sharded,
-            self.response_timeout,
-            &on_redirect,
-            &self.batch_pipelines,
-        )
-        .await;
-        Ok(replies
-            .into_iter()
-            .zip(&calls)
-            .map(|(reply, (key, _, _))| {
-                reply.map_err(|e| self.map_error(e, key, index, generation))
-            })
-            .collect())
-    }
-
-    /// On a cluster, the hash slot of `key` (calls that share one may be batched); `None`
-    /// elsewhere.
-    pub(crate) fn slot_of(&self, key: &str) -> Option<u16> {
-        self.topology
-            .is_cluster()
-            .then(|| cluster::slot(key.as_bytes()))
-    }
-
-    /// How many primaries the last slot map named (0 before one was read).
-    pub(crate) fn cluster_nodes(&self) -> usize {
-        self.topology.slot_map().map_or(0, |map| map.nodes().len())
     }
 }
 

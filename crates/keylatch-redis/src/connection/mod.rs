@@ -6,8 +6,9 @@
 //! - `slots.rs`: a cluster's slot map (which primary serves which slots, a key's slot);
 //! - `topology.rs`, `cluster.rs`: where commands go (one server, the primary behind Sentinel,
 //!   an application's pool, the node owning a slot) and following a cluster's answers;
-//! - `commands.rs` (with `commands/coalesce.rs`): the few multiplexed connections kept out of
-//!   the pool, script calls on them with reloading, coalescing of concurrent calls;
+//! - `commands.rs` (with `commands/coalesce.rs`, `commands/ack.rs`, `commands/on_cluster.rs`):
+//!   the few multiplexed connections kept out of the pool, script calls on them with reloading,
+//!   coalescing of concurrent calls, replica acknowledgement, the cluster path;
 //! - `script.rs`: static Lua scripts run by EVALSHA;
 //! - `app.rs`: a connection for an application's own commands.
 //!
