@@ -19,6 +19,11 @@ use crate::connection::topology::Topology;
 use crate::connection::transport::{self, Endpoint};
 use crate::pubsub::PubSubHub;
 
+mod connect;
+mod stats;
+
+pub use stats::ClientStats;
+
 /// A connection to one Redis server, shared by every lock made from it. Cheap to clone.
 ///
 /// A client has a random UUID (the first half of every owner id it writes), a few multiplexed
@@ -50,223 +55,7 @@ impl Drop for ClientInner {
     }
 }
 
-/// A client's counters, for tests and monitoring.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClientStats {
-    /// The watchdog's counters (live holds, renewals).
-    pub watchdog: WatchdogStats,
-    /// Pub/sub channels in use.
-    pub channels: usize,
-    /// Local waiters subscribed, summed over channels.
-    pub subscribers: usize,
-    /// Times the pub/sub connection was re-established.
-    pub hub_reconnects: u64,
-    /// Whether the pub/sub connection is up (on a cluster: the connection to every node).
-    pub hub_connected: bool,
-    /// Messages the pub/sub connection delivered to this client's waiters, in all.
-    pub hub_messages: u64,
-    /// Whether the server accepts pattern subscriptions (`PSUBSCRIBE`) from this client: an
-    /// ACL user without them gets one channel per waiting name instead.
-    pub hub_patterns: bool,
-    /// Letters this client's waiters acted on ([`PubSubHub::letters`]): for the fair lock,
-    /// locks handed to them on release and taken from the message, with no request of their
-    /// own (a grant whose letter a wait cannot trust is taken by its next attempt instead).
-    pub letters: u64,
-    /// Background releases and undos not finished yet.
-    pub background_pending: usize,
-    /// Times a script had to be reloaded after `NOSCRIPT`.
-    pub script_reloads: u64,
-    /// On a Redis Cluster: redirections followed (`MOVED`, `ASK`) and back-offs while a slot
-    /// had no reachable owner.
-    pub cluster_redirections: u64,
-    /// On a Redis Cluster: the primaries in the slot map last read (0 elsewhere, or before
-    /// the first renewal read it).
-    pub cluster_primaries: usize,
-    /// On a Redis Cluster: whether wake-ups go by sharded pub/sub.
-    pub sharded_pubsub: bool,
-    /// Pipelined round trips sent for batches of script calls (the watchdog's renewals): one
-    /// per batch on one server, one per node per batch on a cluster.
-    pub batch_round_trips: u64,
-    /// Times the primary moved or may have (Sentinel's `+switch-master`, a `READONLY` reply):
-    /// each time, the client reconnected and re-checked every hold.
-    pub primary_moves: u64,
-    /// Times the primary was looked up through the sentinels (zero without Sentinel).
-    pub primary_lookups: u64,
-    /// Coalesced script calls sent ([`Config::coalesce`]): each carried several callers'
-    /// acquisitions or releases.
-    pub coalesced_calls: u64,
-    /// The acquisitions and releases those coalesced calls carried.
-    pub coalesced_requests: u64,
-}
-
-/// Whether the server behind `client` runs in cluster mode (`INFO cluster`), asked on a
-/// connection of its own that is closed after. A server that refuses `INFO` (an ACL user
-/// without it) is taken for a single server.
-async fn runs_cluster(client: &redis::Client, config: &Config, shown: &str) -> Result<bool> {
-    if matches!(
-        client.get_connection_info().addr(),
-        redis::ConnectionAddr::Unix(_)
-    ) {
-        return Ok(false);
-    }
-    let settings = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.response_timeout));
-    let mut conn = client
-        .get_multiplexed_async_connection_with_config(&settings)
-        .await
-        .map_err(|source| connect_error(shown, config, source))?;
-    let info: redis::RedisResult<String> = redis::cmd("INFO")
-        .arg("cluster")
-        .query_async(&mut conn)
-        .await;
-    match info {
-        Ok(info) => Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1")),
-        Err(err) => match crate::error::from_redis(err.clone()) {
-            // A server that wants credentials refuses INFO first: say so, not what the
-            // script loading that would follow fails with.
-            auth @ Error::Auth(_) => Err(auth),
-            transient if transient.is_transient() => Err(connect_error(shown, config, err)),
-            _ => Ok(false),
-        },
-    }
-}
-
-fn connect_error(shown: &str, config: &Config, source: redis::RedisError) -> Error {
-    if transport::is_tls_verification(&source) {
-        return Error::TlsVerification {
-            url: shown.to_owned(),
-            source: StoreError::new(source),
-        };
-    }
-    match crate::error::from_redis(source) {
-        Error::Connection(source) | Error::Store(source) => Error::Connect {
-            url: shown.to_owned(),
-            source,
-        },
-        Error::Timeout { .. } => Error::Timeout {
-            after: config.connect_timeout,
-        },
-        other => other,
-    }
-}
-
 impl Client {
-    /// Connects: opens the command connections (so an unreachable server fails here, naming
-    /// the URL) and starts the pub/sub hub and the watchdog.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`], [`Error::InvalidUrl`], [`Error::Connect`], [`Error::Auth`].
-    ///
-    /// # Panics
-    /// Outside a tokio runtime.
-    pub async fn connect(config: Config) -> Result<Client> {
-        config.validate()?;
-        let shown = config.url.redacted();
-        let topology = match Endpoint::parse(config.url.expose_secret())? {
-            Endpoint::Single => {
-                let client = transport::single_client(&config)?;
-                if runs_cluster(&client, &config, &shown).await? {
-                    // A node of a cluster: the whole cluster, with this node as the seed.
-                    let settings = transport::ClusterSettings::from_node(&config)?;
-                    Topology::cluster(settings, &config, shown)?
-                } else {
-                    Topology::single(client, &config, shown)
-                }
-            }
-            Endpoint::Sentinel(url) => {
-                let resolver = transport::sentinel_client(&config, &url)?;
-                Topology::sentinel(resolver, url.service, &config, shown)
-            }
-            Endpoint::Cluster(url) => {
-                let settings = transport::ClusterSettings::from_url(&config, &url)?;
-                Topology::cluster(settings, &config, shown)?
-            }
-        };
-        Client::start(config, topology).await
-    }
-
-    /// Connects through a redis-rs client the application already has: its settings (address,
-    /// TLS, credentials) are used for every connection, commands and pub/sub alike.
-    /// `config.url`, credentials and TLS settings are not used.
-    ///
-    /// # Errors
-    /// As [`connect`](Client::connect).
-    pub async fn from_redis_client(client: redis::Client, config: Config) -> Result<Client> {
-        config.validate()?;
-        let shown = keylatch_core::redact_url(&client_url(&client));
-        let topology = Topology::single(client, &config, shown);
-        Client::start(config, topology).await
-    }
-
-    /// Connects through a deadpool-redis pool the application already has: keylatch takes
-    /// [`Config::connections`] connections from it and keeps them (deadpool pings each
-    /// connection it hands out, which would cost a round trip per call), and opens its one
-    /// pub/sub connection through `pubsub`, a client with the same settings.
-    /// `config.url`, credentials and TLS settings are not used.
-    ///
-    /// # Errors
-    /// As [`connect`](Client::connect), and [`Error::Pool`].
-    pub async fn from_pool(
-        pool: deadpool_redis::Pool,
-        pubsub: redis::Client,
-        config: Config,
-    ) -> Result<Client> {
-        config.validate()?;
-        let shown = keylatch_core::redact_url(&client_url(&pubsub));
-        let topology = Topology::pool(pool, pubsub, &config, shown);
-        Client::start(config, topology).await
-    }
-
-    async fn start(config: Config, topology: Topology) -> Result<Client> {
-        let topology = Arc::new(topology);
-        let commands = Arc::new(Commands::new(
-            topology.clone(),
-            config.connections,
-            config.response_timeout,
-            config.acknowledgement(),
-            config.sharded_pubsub,
-            config.coalesce,
-        ));
-        commands.warm_up().await?;
-        let reconnected = Arc::new(Notify::new());
-        let (hub, hub_tasks) = PubSubHub::start(
-            topology.clone(),
-            config.subscription_linger,
-            reconnected.clone(),
-            config.sharded_pubsub,
-            config.pubsub_patterns,
-        );
-        let registry = WatchdogRegistry::new();
-        let watchdog_task = crate::renewal::start(
-            &registry,
-            commands.clone(),
-            reconnected,
-            config.watchdog_batch_size,
-        );
-        let settle_window = (config.response_timeout * 3 + std::time::Duration::from_secs(1))
-            .max(config.settle_window);
-        let background = Background::new(registry, config.release_timeout, settle_window);
-        let watcher = Topology::start_watcher(&topology);
-        Ok(Client {
-            inner: Arc::new(ClientInner {
-                id: Uuid::new_v4(),
-                config,
-                commands,
-                topology,
-                hub,
-                background,
-                tasks: hub_tasks
-                    .iter()
-                    .chain([&watchdog_task])
-                    .chain(watcher.as_ref())
-                    .map(tokio::task::JoinHandle::abort_handle)
-                    .collect(),
-            }),
-        })
-    }
-
     /// The client's UUID: the first half of every owner id it writes.
     pub fn id(&self) -> Uuid {
         self.inner.id
@@ -545,31 +334,6 @@ impl Client {
     pub async fn wait_idle(&self) {
         self.inner.background.wait_idle().await;
     }
-
-    /// The client's counters.
-    pub fn stats(&self) -> ClientStats {
-        let (coalesced_calls, coalesced_requests) = self.inner.commands.coalesced();
-        ClientStats {
-            watchdog: self.watchdog().stats(),
-            channels: self.inner.hub.channel_count(),
-            subscribers: self.inner.hub.subscriber_count(),
-            hub_reconnects: self.inner.hub.reconnects(),
-            hub_connected: self.inner.hub.is_connected(),
-            hub_messages: self.inner.hub.messages(),
-            hub_patterns: self.inner.hub.supports_patterns(),
-            letters: self.inner.hub.letters(),
-            background_pending: self.inner.background.pending(),
-            script_reloads: self.inner.commands.script_reloads(),
-            cluster_redirections: self.inner.commands.redirections(),
-            cluster_primaries: self.inner.commands.cluster_nodes(),
-            sharded_pubsub: self.inner.commands.is_sharded(),
-            batch_round_trips: self.inner.commands.batch_pipelines(),
-            primary_moves: self.inner.topology.moves(),
-            primary_lookups: self.inner.topology.lookups(),
-            coalesced_calls,
-            coalesced_requests,
-        }
-    }
 }
 
 impl fmt::Debug for Client {
@@ -578,15 +342,5 @@ impl fmt::Debug for Client {
             .field("id", &self.inner.id)
             .field("url", &self.inner.topology.shown())
             .finish_non_exhaustive()
-    }
-}
-
-/// A redis-rs client's address, as a URL without credentials (for messages).
-fn client_url(client: &redis::Client) -> String {
-    match client.get_connection_info().addr() {
-        redis::ConnectionAddr::Tcp(host, port) => format!("redis://{host}:{port}"),
-        redis::ConnectionAddr::TcpTls { host, port, .. } => format!("rediss://{host}:{port}"),
-        redis::ConnectionAddr::Unix(path) => format!("redis+unix://{}", path.display()),
-        _ => "redis://(application client)".to_owned(),
     }
 }
