@@ -39,7 +39,7 @@ pub use lock::{
     unbounded,
 };
 pub use names::{MAX_LEASE, MAX_NAME_LEN, lease_millis, validate_lease};
-pub use owner::{Owner, OwnerId, OwnerIdText};
+pub use owner::{Owner, OwnerId, OwnerIdText, ParseOwnerIdError};
 /// The `secrecy` crate, whose `SecretString` holds passwords.
 pub use secrecy;
 pub use secret::{SecretUrl, redact_url};

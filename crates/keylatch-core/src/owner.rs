@@ -162,9 +162,71 @@ impl fmt::Display for OwnerId {
     }
 }
 
+/// An owner id's text that is not `<client-uuid>:<number>` ([`OwnerId`]'s `FromStr`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid owner id: {reason}")]
+pub struct ParseOwnerIdError {
+    reason: &'static str,
+}
+
+impl std::str::FromStr for OwnerId {
+    type Err = ParseOwnerIdError;
+
+    /// Parses the wire form, `<client-uuid>:<number>` (as [`Display`](fmt::Display) writes
+    /// it), for a process that was given an owner id as text.
+    ///
+    /// ```
+    /// let id: keylatch_core::OwnerId = "6f1c2a3e-8d4b-4f5a-9c7e-1b2d3e4f5a6b:42".parse().unwrap();
+    /// assert_eq!(id.number(), 42);
+    /// assert_eq!(id.to_string(), "6f1c2a3e-8d4b-4f5a-9c7e-1b2d3e4f5a6b:42");
+    /// assert!("not-an-owner".parse::<keylatch_core::OwnerId>().is_err());
+    /// ```
+    fn from_str(text: &str) -> Result<OwnerId, ParseOwnerIdError> {
+        let (client, number) = text.rsplit_once(':').ok_or(ParseOwnerIdError {
+            reason: "no ':' between the client's UUID and the number",
+        })?;
+        let client = Uuid::try_parse(client).map_err(|_| ParseOwnerIdError {
+            reason: "the client part is not a UUID",
+        })?;
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ParseOwnerIdError {
+                reason: "the number is not a decimal number",
+            });
+        }
+        let number = number.parse().map_err(|_| ParseOwnerIdError {
+            reason: "the number is larger than 2^64 - 1",
+        })?;
+        Ok(OwnerId { client, number })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owner_ids_parse_back_and_bad_text_is_refused() {
+        for number in [0, 7, u64::MAX] {
+            let id = OwnerId {
+                client: Uuid::new_v4(),
+                number,
+            };
+            assert_eq!(id.to_string().parse::<OwnerId>(), Ok(id));
+        }
+        let uuid = Uuid::new_v4();
+        for bad in [
+            String::new(),
+            "x".to_owned(),
+            format!("{uuid}"),
+            format!("{uuid}:"),
+            format!("{uuid}:-1"),
+            format!("{uuid}:+1"),
+            format!("{uuid}:18446744073709551616"),
+            "nope:1".to_owned(),
+        ] {
+            assert!(bad.parse::<OwnerId>().is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn the_wire_form_is_the_display_form() {

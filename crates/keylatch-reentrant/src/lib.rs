@@ -16,6 +16,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod backoff;
+mod handover;
 mod lock;
 mod reads;
 mod release;
