@@ -63,7 +63,7 @@ fn switches_read_from_the_environment() {
 }
 
 /// Every variable `Config::from_env` reads.
-const CONFIG_VARS: [&str; 17] = Config::ENV_VARS;
+const CONFIG_VARS: &[&str] = Config::ENV_VARS;
 
 /// Run as a child by `the_builder_reads_no_environment`: prints whether `Config::builder()`
 /// built the defaults, and whether `Config::from_env()` differs from them.
@@ -90,7 +90,7 @@ fn the_builder_reads_no_environment() {
     let run = |set: bool| {
         let mut child = Command::new(std::env::current_exe().unwrap());
         child.args(["--ignored", "--exact", "print_the_builder", "--nocapture"]);
-        for var in CONFIG_VARS {
+        for &var in CONFIG_VARS {
             child.env_remove(var);
             if set {
                 // Values that would change the configuration or make it invalid.

@@ -20,13 +20,13 @@ pub const SECRET_VARS: [&str; 5] = [
 /// Every variable the client configuration is read from ([`Config::from_env`]): where Redis
 /// is, who logs in and how, the TLS files and the client's tuning. A command run under a lock
 /// inherits none of them ([`strip_client_vars`]).
-pub const CLIENT_VARS: [&str; 17] = Config::ENV_VARS;
+pub const CLIENT_VARS: &[&str] = Config::ENV_VARS;
 
 /// Keeps keylatch's own settings out of a command's environment: every variable in
 /// [`CLIENT_VARS`] and, so that one added later cannot leak either, every other `KEYLATCH_*`
 /// variable keylatch was given. The caller sets what the command is meant to get afterwards.
 pub fn strip_client_vars(command: &mut tokio::process::Command) {
-    for var in CLIENT_VARS {
+    for &var in CLIENT_VARS {
         command.env_remove(var);
     }
     for (name, _) in std::env::vars_os() {

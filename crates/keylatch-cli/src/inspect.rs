@@ -34,6 +34,8 @@ pub async fn inspect(config: Config, args: InspectArgs) -> Result<(), Failure> {
     let client = Client::connect_with(config).await?;
     let mut conn = client.connection().await?;
     let limit = args.limit as usize;
+    // The keys of a name are those of its prefixed form (`KEYLATCH_KEY_PREFIX`).
+    let prefix = client.config().key_prefix.clone();
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let stop = crate::run::interrupted();
     tokio::pin!(stop);
@@ -43,7 +45,7 @@ pub async fn inspect(config: Config, args: InspectArgs) -> Result<(), Failure> {
             print!("\x1b[2J\x1b[H");
         }
         for name in &args.names {
-            let report = describe(&mut conn, name, limit).await?;
+            let report = describe(&mut conn, &format!("{prefix}{name}"), limit).await?;
             match (args.json, args.watch) {
                 (true, true) => println!("{}", serde_json::to_string(&report).unwrap_or_default()),
                 (true, false) => println!(

@@ -94,7 +94,7 @@ impl FairLock {
     /// A handle on the fair lock `name`. Nothing is sent to Redis; a bad name is reported by
     /// the first operation ([`Error::InvalidName`]).
     pub fn new(client: &Client, name: &str) -> FairLock {
-        let keys = Arc::new(Keys::new(name));
+        let keys = Arc::new(Keys::new(&client.key_name(name)));
         FairLock {
             client: client.clone(),
             release: Arc::new(FairRelease {

@@ -71,9 +71,10 @@ impl CountDownLatch {
     /// A handle on the latch `name`. Nothing is sent to Redis; a bad name is reported by the
     /// first operation ([`Error::InvalidName`]).
     pub fn new(client: &Client, name: &str) -> CountDownLatch {
+        let name = client.key_name(name);
         CountDownLatch {
             client: client.clone(),
-            name: Arc::from(name),
+            name: Arc::from(&*name),
             channel: Arc::from(format!("{CHANNEL_PREFIX}{{{name}}}")),
         }
     }

@@ -201,6 +201,17 @@ impl Client {
         self.inner.commands.open().await
     }
 
+    /// The name a primitive makes its keys and channels from: `name` after
+    /// [`Config::key_prefix`] (borrowed when there is no prefix).
+    pub fn key_name<'a>(&self, name: &'a str) -> std::borrow::Cow<'a, str> {
+        let prefix = &self.inner.config.key_prefix;
+        if prefix.is_empty() {
+            std::borrow::Cow::Borrowed(name)
+        } else {
+            std::borrow::Cow::Owned(format!("{prefix}{name}"))
+        }
+    }
+
     /// Checks a lock name under this client's configuration (see
     /// [`validate_name`](crate::validate_name) and [`Config::hash_tagged_names`]).
     ///

@@ -73,7 +73,7 @@ impl ReentrantLock {
 
     /// A handle whose full release publishes `message` (`""`: nothing, for the spin lock).
     pub(crate) fn publishing(client: &Client, name: &str, message: &'static str) -> ReentrantLock {
-        let name: Arc<str> = Arc::from(name);
+        let name: Arc<str> = Arc::from(client.key_name(name));
         ReentrantLock {
             client: client.clone(),
             release: Arc::new(ReentrantRelease {

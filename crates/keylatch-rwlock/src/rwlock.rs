@@ -71,7 +71,7 @@ impl RwLock {
     /// by the first operation ([`Error::InvalidName`](keylatch_core::Error::InvalidName)).
     pub fn new(client: &Client, name: &str) -> RwLock {
         RwLock {
-            shared: Shared::new(client, name),
+            shared: Shared::new(client, &client.key_name(name)),
             owner: None,
             intent_timeout: DEFAULT_WRITER_INTENT_TIMEOUT,
             fencing: false,

@@ -94,7 +94,7 @@ impl PermitExpirableSemaphore {
     /// A handle on the permit-expirable semaphore `name`. Nothing is sent to Redis; a bad name
     /// is reported by the first operation ([`Error::InvalidName`]).
     pub fn new(client: &Client, name: &str) -> PermitExpirableSemaphore {
-        let name: Arc<str> = Arc::from(name);
+        let name: Arc<str> = Arc::from(client.key_name(name));
         PermitExpirableSemaphore {
             shared: Arc::new(Shared {
                 client: client.clone(),

@@ -79,7 +79,7 @@ impl Semaphore {
     /// A handle on the semaphore `name`. Nothing is sent to Redis; a bad name is reported by
     /// the first operation ([`Error::InvalidName`]).
     pub fn new(client: &Client, name: &str) -> Semaphore {
-        let name: Arc<str> = Arc::from(name);
+        let name: Arc<str> = Arc::from(client.key_name(name));
         Semaphore {
             shared: Arc::new(Shared {
                 client: client.clone(),

@@ -185,6 +185,13 @@ pub struct Config {
     /// trip. Default [`RENEWAL_BATCH`](crate::RENEWAL_BATCH) (100), between 1 and 1000.
     /// `KEYLATCH_WATCHDOG_BATCH_SIZE` in [`Config::from_env`].
     pub watchdog_batch_size: usize,
+    /// Put before every lock name to make its keys and channels (Redisson's `NameMapper`),
+    /// so several applications or tenants share one Redis without sharing locks: with
+    /// `"billing:"`, the lock `jobs` is the hash `billing:jobs` and its channel
+    /// `redisson_lock__channel:{billing:jobs}`. A Redisson application sharing the locks must
+    /// map its names the same way. At most 64 bytes, no `{`, `}` or control character.
+    /// Default empty; `KEYLATCH_KEY_PREFIX` in [`Config::from_env`].
+    pub key_prefix: String,
     /// On a Redis Cluster: wake-ups go by sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7),
     /// as Redisson does there by default, so each goes only to the shard of its lock; with
     /// `false`, by classic pub/sub, which every node of the cluster relays to every other
@@ -241,6 +248,7 @@ impl std::fmt::Debug for Config {
             .field("replicas_mode", &self.replicas_mode)
             .field("replicas_aof", &self.replicas_aof)
             .field("watchdog_batch_size", &self.watchdog_batch_size)
+            .field("key_prefix", &self.key_prefix)
             .field("sharded_pubsub", &self.sharded_pubsub)
             .field("coalesce", &self.coalesce)
             .field("pubsub_patterns", &self.pubsub_patterns)
@@ -276,6 +284,7 @@ impl PartialEq for Config {
             replicas_mode,
             replicas_aof,
             watchdog_batch_size,
+            key_prefix,
             sharded_pubsub,
             pubsub_patterns,
             coalesce,
@@ -302,6 +311,7 @@ impl PartialEq for Config {
             && *replicas_mode == other.replicas_mode
             && *replicas_aof == other.replicas_aof
             && *watchdog_batch_size == other.watchdog_batch_size
+            && *key_prefix == other.key_prefix
             && *sharded_pubsub == other.sharded_pubsub
             && *pubsub_patterns == other.pubsub_patterns
             && *coalesce == other.coalesce
@@ -333,6 +343,7 @@ impl Default for Config {
             replicas_mode: ReplicaMode::Count,
             replicas_aof: false,
             watchdog_batch_size: DEFAULT_WATCHDOG_BATCH,
+            key_prefix: String::new(),
             sharded_pubsub: true,
             coalesce: true,
             pubsub_patterns: 4,
@@ -343,7 +354,7 @@ impl Default for Config {
 
 impl Config {
     /// Every environment variable [`Config::from_env`] reads (and nothing else does).
-    pub const ENV_VARS: [&'static str; 17] = [
+    pub const ENV_VARS: &'static [&'static str] = &[
         "KEYLATCH_REDIS_URL",
         "REDIS_URL",
         "KEYLATCH_REDIS_USERNAME",
@@ -361,6 +372,7 @@ impl Config {
         "KEYLATCH_REPLICAS_MODE",
         "KEYLATCH_REPLICAS_AOF",
         "KEYLATCH_WATCHDOG_BATCH_SIZE",
+        "KEYLATCH_KEY_PREFIX",
     ];
 
     /// A builder starting from the defaults; it reads no environment variable (start from

@@ -183,6 +183,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// Put before every lock name to make its keys and channels (see [`Config::key_prefix`]).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.key_prefix = prefix.into();
+        self
+    }
+
     /// The most holds renewed by one script call (see [`Config::watchdog_batch_size`];
     /// default 100).
     pub fn watchdog_batch_size(mut self, size: usize) -> Self {

@@ -64,6 +64,9 @@ impl Config {
                 }
             }
         }
+        if let Some(text) = var("KEYLATCH_KEY_PREFIX") {
+            config.key_prefix = text;
+        }
         if let Some(text) = var("KEYLATCH_WATCHDOG_BATCH_SIZE") {
             match text.trim().parse() {
                 Ok(n) => config.watchdog_batch_size = n,

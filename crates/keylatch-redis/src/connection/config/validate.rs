@@ -66,6 +66,19 @@ impl Config {
                 "must be 0 with replicas_mode all-connected (the primary says how many)",
             );
         }
+        if self.key_prefix.len() > 64 {
+            return bad("key_prefix", "must be at most 64 bytes");
+        }
+        if self
+            .key_prefix
+            .chars()
+            .any(|c| c == '{' || c == '}' || c.is_control())
+        {
+            return bad(
+                "key_prefix",
+                "must not contain `{`, `}` (a cluster hash tag) or a control character",
+            );
+        }
         if self.watchdog_batch_size == 0 || self.watchdog_batch_size > 1000 {
             return bad("watchdog_batch_size", "must be between 1 and 1000");
         }
