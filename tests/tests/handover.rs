@@ -147,3 +147,43 @@ async fn hand_over_on_a_cluster() {
         c.shutdown().await.unwrap();
     }
 }
+
+/// A scheduler acquires a permit and forgets it; a worker adopts it by id and keeps it for
+/// several watchdog timeouts (the semaphore stays full), then gives it back.
+async fn adopt_a_permit(scheduler: &Client, worker: &Client, name: &str) {
+    let semaphore = scheduler.permit_expirable_semaphore(name);
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let id = semaphore.acquire().await.unwrap().forget();
+    let workers = worker.permit_expirable_semaphore(name);
+    let permit = workers
+        .adopt(&id)
+        .await
+        .unwrap()
+        .expect("the scheduler's permit");
+    assert_eq!(permit.id(), id);
+    for _ in 0..6 {
+        tokio::time::sleep(WATCHDOG / 2).await;
+        assert!(
+            workers.try_acquire().await.unwrap().is_none(),
+            "the adopted permit came back while held"
+        );
+    }
+    assert!(!permit.is_lost());
+    permit.release().await.unwrap();
+    assert_eq!(workers.available_permits().await.unwrap(), 1);
+    assert!(
+        workers.adopt(&id).await.unwrap().is_none(),
+        "a released id was adopted"
+    );
+    assert!(workers.adopt("not-an-id").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_forgotten_permit_is_adopted_by_id() {
+    let server = server();
+    let scheduler = client_with(&server, WATCHDOG, POLL).await;
+    let worker = client_with(&server, WATCHDOG, POLL).await;
+    adopt_a_permit(&scheduler, &worker, &unique("handover-permit")).await;
+    scheduler.shutdown().await.unwrap();
+    worker.shutdown().await.unwrap();
+}

@@ -43,6 +43,7 @@ mod expirable;
 mod expirable_ids;
 mod expirable_lock;
 mod expirable_shared;
+mod handover;
 mod lifecycle;
 mod lock;
 mod permit;
