@@ -30,11 +30,18 @@ pub struct ConnectionArgs {
     /// Redis URL: redis://, rediss:// (TLS), redis+unix://,
     /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE, or a Redis Cluster by
     /// redis+cluster://HOST:PORT[,HOST:PORT...] (any node's redis:// URL works too: cluster
-    /// mode is detected) [default: KEYLATCH_REDIS_URL, then
+    /// mode is detected) [default: KEYLATCH_URL, then KEYLATCH_REDIS_URL, then
     /// REDIS_URL, then redis://127.0.0.1:6379]. A password in it is visible to every local
     /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file. Given 3 or more times, `run`
-    /// holds a RedLock: the lock on a majority of those independent servers.
-    #[arg(long, global = true, help_heading = "Connection", value_name = "URL")]
+    /// holds a RedLock: the lock on a majority of those independent servers. `--url` is the
+    /// same flag.
+    #[arg(
+        long,
+        visible_alias = "url",
+        global = true,
+        help_heading = "Connection",
+        value_name = "URL"
+    )]
     pub redis: Vec<String>,
 
     /// The ACL user [default: KEYLATCH_REDIS_USERNAME, then the URL's].

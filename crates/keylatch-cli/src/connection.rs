@@ -9,7 +9,8 @@ use crate::failure::{EX_USAGE, Failure};
 
 /// Variables that carry where Redis is or a password: a child keylatch is given them afresh
 /// from the configuration ([`pass_to`]).
-pub const SECRET_VARS: [&str; 5] = [
+pub const SECRET_VARS: [&str; 6] = [
+    "KEYLATCH_URL",
     "KEYLATCH_REDIS_URL",
     "REDIS_URL",
     "KEYLATCH_REDIS_PASSWORD",

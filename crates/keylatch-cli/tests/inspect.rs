@@ -248,3 +248,33 @@ fn inspect_watch_streams_json_lines_until_interrupted() {
         "interrupted: exits cleanly"
     );
 }
+
+#[test]
+fn url_and_keylatch_url_name_the_server_like_redis() {
+    let server = server();
+    let free = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // --url is --redis.
+    let by_flag = free(
+        common::bare(&["--url", &server.url(), "inspect", "url-flag"])
+            .output()
+            .unwrap(),
+    );
+    assert!(by_flag.contains("url-flag: free"), "{by_flag}");
+    // KEYLATCH_URL comes before KEYLATCH_REDIS_URL and REDIS_URL.
+    let by_env = free(
+        common::bare(&["inspect", "url-env"])
+            .env("KEYLATCH_URL", server.url())
+            .env("KEYLATCH_REDIS_URL", "redis://127.0.0.1:1")
+            .env("REDIS_URL", "redis://127.0.0.1:1")
+            .output()
+            .unwrap(),
+    );
+    assert!(by_env.contains("url-env: free"), "{by_env}");
+}

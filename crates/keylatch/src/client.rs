@@ -69,9 +69,9 @@ impl Client {
         Client::connect_with(config).await
     }
 
-    /// Connects with [`Config::from_env`]: the URL from `KEYLATCH_REDIS_URL`, else
-    /// `REDIS_URL`, else `redis://127.0.0.1:6379`, the password from `KEYLATCH_REDIS_PASSWORD`,
-    /// TLS files from `KEYLATCH_TLS_CA`, `KEYLATCH_TLS_CERT` and `KEYLATCH_TLS_KEY`.
+    /// Connects with [`Config::from_env`]: the URL from `KEYLATCH_URL`, else
+    /// `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else `redis://127.0.0.1:6379`, the password
+    /// from `KEYLATCH_REDIS_PASSWORD`, TLS files from `KEYLATCH_TLS_CA`, `KEYLATCH_TLS_CERT` and `KEYLATCH_TLS_KEY`.
     ///
     /// # Errors
     /// As [`connect`](Client::connect).

@@ -18,6 +18,7 @@ pub fn bare(args: &[&str]) -> Command {
     cmd.args(args).stdin(Stdio::null());
     for var in [
         "REDIS_URL",
+        "KEYLATCH_URL",
         "KEYLATCH_REDIS_URL",
         "KEYLATCH_REDIS_PASSWORD",
         "KEYLATCH_REDIS_USERNAME",
@@ -46,7 +47,9 @@ pub fn wait_for_file(path: &std::path::Path) {
 pub fn keylatch(server: &RedisServer, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_keylatch"));
     cmd.arg("--redis").arg(server.url()).args(args);
-    cmd.env_remove("REDIS_URL").env_remove("KEYLATCH_REDIS_URL");
+    cmd.env_remove("REDIS_URL")
+        .env_remove("KEYLATCH_REDIS_URL")
+        .env_remove("KEYLATCH_URL");
     cmd.stdin(Stdio::null());
     cmd
 }

@@ -355,6 +355,7 @@ impl Default for Config {
 impl Config {
     /// Every environment variable [`Config::from_env`] reads (and nothing else does).
     pub const ENV_VARS: &'static [&'static str] = &[
+        "KEYLATCH_URL",
         "KEYLATCH_REDIS_URL",
         "REDIS_URL",
         "KEYLATCH_REDIS_USERNAME",

@@ -9,8 +9,8 @@ use crate::connection::tls::TlsConfig;
 use keylatch_core::SecretUrl;
 
 impl Config {
-    /// The defaults, with the URL from `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else
-    /// [`DEFAULT_URL`].
+    /// The defaults, with the URL from `KEYLATCH_URL`, else `KEYLATCH_REDIS_URL`, else
+    /// `REDIS_URL`, else [`DEFAULT_URL`].
     pub fn from_env() -> Config {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let mut config = Config {
@@ -91,9 +91,10 @@ impl Config {
     }
 }
 
-/// The URL from `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else [`DEFAULT_URL`].
+/// The URL from `KEYLATCH_URL`, else `KEYLATCH_REDIS_URL`, else `REDIS_URL`, else
+/// [`DEFAULT_URL`].
 pub fn url_from_env() -> String {
-    ["KEYLATCH_REDIS_URL", "REDIS_URL"]
+    ["KEYLATCH_URL", "KEYLATCH_REDIS_URL", "REDIS_URL"]
         .iter()
         .filter_map(|var| std::env::var(var).ok())
         .find(|v| !v.trim().is_empty())
