@@ -221,19 +221,30 @@ impl PermitExpirableSemaphore {
         if !is_permit_id(id) {
             return Err(self.unknown(id));
         }
-        let call = EXP_UPDATE
+        // Setting a lease from now is idempotent enough to retry.
+        match run_idempotent(
+            &self.shared.client,
+            &self.update_call(id, lease),
+            Instant::now(),
+        )
+        .await?
+        {
+            (Value::Int(1), _) => Ok(()),
+            (Value::Int(0), _) => Err(self.unknown(id)),
+            _ => Err(unexpected("expirable_semaphore_update_lease")),
+        }
+    }
+
+    /// The call that sets the lease of the permit `id` to `lease` from now (`1`), or finds it
+    /// unknown (`0`).
+    pub(crate) fn update_call(&self, id: &str, lease: Duration) -> keylatch_redis::ScriptCall {
+        EXP_UPDATE
             .call()
             .key(self.name())
             .key(self.timeout_key())
             .key(self.channel())
             .arg(id)
-            .arg(lease_millis(lease));
-        // Setting a lease from now is idempotent enough to retry.
-        match run_idempotent(&self.shared.client, &call, Instant::now()).await? {
-            (Value::Int(1), _) => Ok(()),
-            (Value::Int(0), _) => Err(self.unknown(id)),
-            _ => Err(unexpected("expirable_semaphore_update_lease")),
-        }
+            .arg(lease_millis(lease))
     }
 
     /// A call of `script` with the four keys every expirable script takes first.

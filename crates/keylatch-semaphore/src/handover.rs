@@ -4,14 +4,14 @@
 //!
 //! May import: `expirable.rs`, `permit.rs`, `retry.rs`, the scripts.
 
-use keylatch_core::{Owner, Result, lease_millis};
+use keylatch_core::{Owner, Result};
 use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::expirable::{PermitExpirableSemaphore, is_permit_id};
 use crate::permit::Permit;
 use crate::retry::run_idempotent;
-use crate::scripts::{EXP_RENEW, EXP_UPDATE};
+use crate::scripts::EXP_RENEW;
 use crate::semaphore_shared::unexpected;
 
 impl PermitExpirableSemaphore {
@@ -49,16 +49,9 @@ impl PermitExpirableSemaphore {
         }
         let client = &self.shared.client;
         let lease = client.config().watchdog_timeout;
-        let call = EXP_UPDATE
-            .call()
-            .key(self.name())
-            .key(self.timeout_key())
-            .key(self.channel())
-            .arg(id)
-            .arg(lease_millis(lease));
         let sent_at = Instant::now();
         // Setting a lease from now is idempotent enough to retry.
-        match run_idempotent(client, &call, sent_at).await? {
+        match run_idempotent(client, &self.update_call(id, lease), sent_at).await? {
             (Value::Int(1), _) => Ok(Some(Permit::new(
                 &self.shared,
                 id.to_ascii_lowercase(),

@@ -40,3 +40,13 @@ pub(crate) fn spawn_watchdog(pid: u32) -> Option<Child> {
         .spawn()
         .ok()
 }
+
+/// For tests: the message of a launch that found its port taken (panics on any other outcome).
+#[cfg(test)]
+pub(crate) fn expect_port_taken(result: Result<Launched, LaunchError>) -> String {
+    match result {
+        Err(LaunchError::PortTaken(e)) => e.to_string(),
+        Err(LaunchError::Fatal(e)) => panic!("expected PortTaken, got Fatal: {e}"),
+        Ok(_) => panic!("expected PortTaken, got a server"),
+    }
+}

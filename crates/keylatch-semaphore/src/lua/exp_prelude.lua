@@ -42,5 +42,19 @@ local function reclaim()
   return value, available, now
 end
 
+-- Removes the permits ARGV[first..] (hex ids) from the timeout zset, adds them to the
+-- available count and publishes the new count, when any was held. Returns how many were held.
+local function give_back(available, first)
+  local released = 0
+  for i = first, #ARGV do
+    released = released + redis.call('zrem', KEYS[2], raw_id(ARGV[i]))
+  end
+  if released > 0 then
+    available = redis.call('incrby', KEYS[1], released)
+    redis.call('publish', KEYS[3], available)
+  end
+  return released
+end
+
 local NOT_A_COUNT = 'WRONGTYPE the permit count is not an integer'
 

@@ -8,12 +8,4 @@ local _, available = reclaim()
 if not available then
   return redis.error_reply(NOT_A_COUNT)
 end
-local released = 0
-for i = 1, #ARGV do
-  released = released + redis.call('zrem', KEYS[2], raw_id(ARGV[i]))
-end
-if released > 0 then
-  available = redis.call('incrby', KEYS[1], released)
-  redis.call('publish', KEYS[3], available)
-end
-return released
+return give_back(available, 1)

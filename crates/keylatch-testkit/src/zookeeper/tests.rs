@@ -1,13 +1,7 @@
 use super::*;
 use std::net::TcpListener;
 
-fn expect_port_taken(result: Result<Launched, LaunchError>) -> String {
-    match result {
-        Err(LaunchError::PortTaken(e)) => e.to_string(),
-        Err(LaunchError::Fatal(e)) => panic!("expected PortTaken, got Fatal: {e}"),
-        Ok(_) => panic!("expected PortTaken, got a server"),
-    }
-}
+use crate::process::expect_port_taken;
 
 #[test]
 fn port_held_by_plain_listener_is_retryable() {
