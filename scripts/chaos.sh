@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chaos runs of keylatch (crates/keylatch-chaos). Needs root: it creates network namespaces,
 # veths, a bridge and nftables rules (all named klc-*, on 10.213.7.0/24 inside its own
-# namespaces only) and removes them at the end. Installs iproute2, nftables and faketime
+# namespaces only) and removes them at the end. Installs iproute2, nftables and a C compiler
 # from Debian when missing.
 #
 # Usage: scripts/chaos.sh [--debug] [--ci | -- ARGS...]
@@ -38,7 +38,7 @@ done
 missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
-command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
     section "installing ${missing[*]}"

@@ -8,6 +8,7 @@
 
 mod checker;
 mod clock;
+mod clockshift;
 mod history;
 mod nemesis;
 mod net;
@@ -34,7 +35,7 @@ use crate::procs::Cleanup;
 #[non_exhaustive]
 pub enum HarnessError {
     /// A program the harness needs is not on PATH.
-    #[error("{0} is not installed (scripts/chaos.sh installs iproute2, nftables, faketime)")]
+    #[error("{0} is not installed (scripts/chaos.sh installs iproute2, nftables, a C compiler)")]
     Missing(String),
     /// A command failed.
     #[error("command failed: {0}")]
@@ -109,7 +110,8 @@ struct RunArgs {
     /// What the workers do.
     #[arg(long, value_enum, default_value_t = Workload::Reentrant)]
     workload: Workload,
-    /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client.
+    /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client,
+    /// clock-jump (`all` is every one but clock-jump).
     #[arg(long, default_value = "all")]
     nemesis: FaultSet,
     /// Worker processes.

@@ -20,10 +20,14 @@ pub enum FaultKind {
     /// SIGSTOP one worker for longer than the lease, SIGCONT after: the worker holding the
     /// lock at that moment, else the scheduled one.
     PauseClient,
+    /// Step one process's wall clock (the lock server's, or a worker's) forward or back, and
+    /// back to the host's after. Not part of `all`: asked for by name.
+    ClockJump,
 }
 
 impl FaultKind {
-    /// Every kind.
+    /// Every kind `all` names (clock jumps are asked for by name: they break the single
+    /// server's guarantees, so `all` keeps the safe configurations safe).
     pub const ALL: [FaultKind; 5] = [
         FaultKind::Partition,
         FaultKind::Loss,
@@ -39,6 +43,7 @@ impl FaultKind {
             FaultKind::PauseServer => "pause-server",
             FaultKind::Kill => "kill",
             FaultKind::PauseClient => "pause-client",
+            FaultKind::ClockJump => "clock-jump",
         }
     }
 }
@@ -65,10 +70,11 @@ impl FromStr for FaultSet {
         for part in s.split(',').map(str::trim) {
             let kind = FaultKind::ALL
                 .into_iter()
+                .chain([FaultKind::ClockJump])
                 .find(|k| k.name() == part)
                 .ok_or_else(|| {
                     format!(
-                        "unknown fault {part:?}: expected all, none or a list of partition, loss, pause-server, kill, pause-client"
+                        "unknown fault {part:?}: expected all, none or a list of partition, loss, pause-server, kill, pause-client, clock-jump"
                     )
                 })?;
             if !kinds.contains(&kind) {
@@ -98,15 +104,24 @@ pub struct Step {
     pub kind: FaultKind,
     /// How long until it is healed (for a kill: how long the server stays down).
     pub duration_ms: u64,
-    /// The workers it targets (1-based; partition, loss, pause-client).
+    /// The workers it targets (1-based; partition, loss, pause-client, clock-jump: none for a
+    /// clock jump means the lock server's clock).
     pub workers: Vec<usize>,
     /// The share of packets dropped (loss), in percent.
     pub loss_percent: u8,
+    /// How far the clock steps (clock-jump), in milliseconds: forward when positive.
+    pub clock_ms: i64,
 }
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} for {} ms", self.kind, self.duration_ms)?;
+        if self.kind == FaultKind::ClockJump {
+            write!(f, " by {:+} ms", self.clock_ms)?;
+            if self.workers.is_empty() {
+                write!(f, " on s1")?;
+            }
+        }
         if !self.workers.is_empty() {
             let ws: Vec<String> = self.workers.iter().map(|w| format!("c{w}")).collect();
             write!(f, " on {}", ws.join(","))?;
@@ -150,6 +165,18 @@ pub fn schedule(
                 lease_ms + rng.u64(500..=2_500),
                 vec![rng.usize(1..=workers)],
             ),
+            // The server (0) or one worker; at least the lease, so a forward step on the
+            // server ends every lease it holds.
+            FaultKind::ClockJump => match rng.usize(0..=workers) {
+                0 => (rng.u64(1_000..=4_000), Vec::new()),
+                w => (rng.u64(1_000..=4_000), vec![w]),
+            },
+        };
+        let clock_ms = if kind == FaultKind::ClockJump {
+            let by = rng.i64(lease_ms as i64..=2 * lease_ms as i64);
+            if rng.bool() { by } else { -by }
+        } else {
+            0
         };
         let loss_percent = if kind == FaultKind::Loss {
             rng.u8(20..=60)
@@ -165,6 +192,7 @@ pub fn schedule(
             duration_ms,
             workers: targets,
             loss_percent,
+            clock_ms,
         });
         t += duration_ms + rng.u64(1_000..=4_000);
     }
@@ -197,6 +225,15 @@ mod tests {
         assert_eq!(s.to_string(), "kill,partition");
         assert!("none".parse::<FaultSet>().unwrap().0.is_empty());
         assert!("kill,clock".parse::<FaultSet>().is_err());
+        let all: FaultSet = "all".parse().unwrap();
+        assert!(!all.0.contains(&FaultKind::ClockJump));
+        let jumps = schedule(3, 60_000, 3, 3_000, &"clock-jump".parse().unwrap());
+        assert!(!jumps.is_empty());
+        for s in &jumps {
+            assert_eq!(s.kind, FaultKind::ClockJump);
+            assert!((3_000..=6_000).contains(&s.clock_ms.unsigned_abs()));
+            assert!(s.workers.len() <= 1);
+        }
         let only_kills = schedule(1, 60_000, 3, 3_000, &"kill".parse().unwrap());
         assert!(only_kills.iter().all(|s| s.kind == FaultKind::Kill));
     }

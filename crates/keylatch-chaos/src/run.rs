@@ -11,6 +11,7 @@ use tokio::io::AsyncBufReadExt as _;
 use tokio::process::Child;
 
 use crate::clock::now_ns;
+use crate::clockshift::ClockShift;
 use crate::history::{Event, Kind, NEMESIS, Op};
 use crate::nemesis::{self, FaultKind, FaultSet, Step};
 use crate::net::{self, Network, Node};
@@ -71,6 +72,7 @@ struct Redis {
     args: Vec<String>,
     child: Option<Child>,
     pid: i32,
+    env: Vec<(String, String)>,
 }
 
 impl Redis {
@@ -108,6 +110,7 @@ impl Redis {
             args,
             child: None,
             pid: 0,
+            env: Vec::new(),
         }
     }
 
@@ -116,7 +119,13 @@ impl Redis {
     }
 
     async fn start(&mut self, cleanup: &Cleanup, me: &Path) -> Result<(), HarnessError> {
-        let child = procs::spawn_in(&self.node.ns, &self.program, &self.args, Stdio::null())?;
+        let child = procs::spawn_in(
+            &self.node.ns,
+            &self.program,
+            &self.args,
+            Stdio::null(),
+            &self.env,
+        )?;
         self.pid = child.id().map_or(0, |p| p as i32);
         cleanup.pid(self.pid);
         self.child = Some(child);
@@ -237,7 +246,19 @@ pub async fn run(
         Topology::SingleAof => Some("always"),
         Topology::SingleAofEverysec => Some("everysec"),
     };
+    // Every process whose clock the nemesis may step starts with the shift library.
+    let clocks = if plan.nemesis.0.contains(&FaultKind::ClockJump) {
+        Some(ClockShift::build(&dir)?)
+    } else {
+        None
+    };
+    let env_for = |process: &str| -> Result<Vec<(String, String)>, HarnessError> {
+        clocks
+            .as_ref()
+            .map_or(Ok(Vec::new()), |c| c.env_for(process))
+    };
     let mut server = Redis::new(server_node, &redis_server, &dir, persistence);
+    server.env = env_for("s1")?;
     server.start(cleanup, &me).await?;
     say(format!(
         "servers up: lock server {} ({}), register oracle {}",
@@ -264,7 +285,8 @@ pub async fn run(
             format!("--max-hold-ms={}", plan.max_hold_ms),
         ]
         .into();
-        let mut child = procs::spawn_in(&node.ns, &me, &args, Stdio::piped())?;
+        let env = env_for(&node.name)?;
+        let mut child = procs::spawn_in(&node.ns, &me, &args, Stdio::piped(), &env)?;
         let pid = child.id().map_or(0, |p| p as i32);
         cleanup.pid(pid);
         let stdout = child
@@ -336,6 +358,18 @@ pub async fn run(
                 server.kill(cleanup).await;
                 tokio::time::sleep(hold).await;
                 server.start(cleanup, &me).await?;
+            }
+            FaultKind::ClockJump => {
+                let process = match step.workers.first() {
+                    Some(w) => format!("c{w}"),
+                    None => "s1".to_owned(),
+                };
+                let clocks = clocks.as_ref().ok_or_else(|| {
+                    HarnessError::Command("a clock jump without the shift library".to_owned())
+                })?;
+                clocks.set(&process, step.clock_ms)?;
+                tokio::time::sleep(hold).await;
+                clocks.set(&process, 0)?;
             }
             FaultKind::PauseClient => {
                 // The current holder if there is one (a paused waiter shows little), else the
