@@ -30,16 +30,18 @@ impl ClockShift {
     /// # Errors
     /// `cc` is missing or fails, or `dir` cannot be written.
     pub fn build(dir: &Path) -> Result<ClockShift, HarnessError> {
-        let cc = crate::run::find_program("cc")?;
         let source = dir.join("clockshift.c");
         let library = dir.join("clockshift.so");
         std::fs::write(&source, SOURCE).map_err(|e| HarnessError::Io(e.to_string()))?;
-        let out = std::process::Command::new(cc)
+        let out = std::process::Command::new("cc")
             .args(["-shared", "-fPIC", "-O2", "-o"])
             .arg(&library)
             .arg(&source)
             .output()
-            .map_err(|e| HarnessError::Command(format!("cc: {e}")))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => HarnessError::Missing("cc".to_owned()),
+                _ => HarnessError::Command(format!("cc: {e}")),
+            })?;
         if !out.status.success() {
             return Err(HarnessError::Command(format!(
                 "cc clockshift.c: {}",
