@@ -364,7 +364,11 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
         late_writes_accepted,
         late_writes_refused,
         operations: ops.len(),
-        acquisitions: acquired.len(),
+        // Every acknowledged acquisition, with a token or without (a RedLock has none).
+        acquisitions: ops
+            .iter()
+            .filter(|o| o.op == Op::Acquire && o.is_ok())
+            .count(),
         writes_accepted: accepted.len(),
         writes_refused: ops
             .iter()

@@ -14,6 +14,7 @@ mod nemesis;
 mod net;
 mod procs;
 mod run;
+mod servers;
 mod signals;
 mod worker;
 
@@ -57,6 +58,18 @@ pub enum Topology {
     SingleAof,
     /// One redis-server with `appendonly yes`, `appendfsync everysec`.
     SingleAofEverysec,
+    /// Five independent redis-servers with `appendfsync always`, for the `redlock` workload.
+    Redlock5,
+}
+
+impl Topology {
+    /// How many lock servers.
+    pub fn servers(self) -> usize {
+        match self {
+            Topology::Redlock5 => 5,
+            _ => 1,
+        }
+    }
 }
 
 impl fmt::Display for Topology {
@@ -65,6 +78,7 @@ impl fmt::Display for Topology {
             Topology::Single => "single",
             Topology::SingleAof => "single-aof",
             Topology::SingleAofEverysec => "single-aof-everysec",
+            Topology::Redlock5 => "redlock5",
         })
     }
 }
@@ -72,13 +86,19 @@ impl fmt::Display for Topology {
 /// What the workers do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
-    /// Reentrant lock with a fixed lease and fencing; two fenced writes per hold.
+    /// Reentrant lock with a fixed lease and fencing; one fenced write per hold.
     Reentrant,
+    /// A RedLock over every server of the topology (`redlock5`), with a fixed lease; no
+    /// fencing token, so no register writes.
+    Redlock,
 }
 
 impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("reentrant")
+        f.write_str(match self {
+            Workload::Reentrant => "reentrant",
+            Workload::Redlock => "redlock",
+        })
     }
 }
 
@@ -161,10 +181,13 @@ enum Command {
         harness_pid: u32,
         #[arg(long)]
         id: usize,
+        /// The lock servers' URLs, comma-separated.
         #[arg(long)]
         server: String,
         #[arg(long)]
         oracle: String,
+        #[arg(long, value_enum)]
+        workload: Workload,
         #[arg(long)]
         seed: u64,
         #[arg(long)]
@@ -230,6 +253,7 @@ fn main() -> ExitCode {
             id,
             server,
             oracle,
+            workload,
             seed,
             deadline_ns,
             lease_ms,
@@ -241,7 +265,8 @@ fn main() -> ExitCode {
             }
             helper(worker::worker(worker::WorkerArgs {
                 id,
-                server,
+                servers: server.split(',').map(str::to_owned).collect(),
+                workload,
                 oracle,
                 seed,
                 deadline_ns,
@@ -312,6 +337,12 @@ fn harness(args: RunArgs) -> ExitCode {
         eprintln!("keylatch-chaos: --minutes must be above 0 and at most 1440");
         return ExitCode::from(2);
     }
+    if (args.topology == Topology::Redlock5) != (args.workload == Workload::Redlock) {
+        eprintln!(
+            "keylatch-chaos: the redlock workload runs on the redlock5 topology, and only it"
+        );
+        return ExitCode::from(2);
+    }
     let plan = run::Plan {
         seed,
         duration: Duration::from_secs_f64(args.minutes * 60.0),
@@ -373,10 +404,6 @@ fn harness(args: RunArgs) -> ExitCode {
     };
 
     let report = checker::check(&collected.history, Some(&collected.register_log));
-    if report.acquisitions == 0 {
-        eprintln!("keylatch-chaos: no acquisition succeeded: the run shows nothing");
-        return ExitCode::from(2);
-    }
     if let Some(path) = &args.history {
         let mut text = String::new();
         for e in &collected.history {
@@ -389,6 +416,10 @@ fn harness(args: RunArgs) -> ExitCode {
             eprintln!("keylatch-chaos: cannot write {}: {e}", path.display());
             return ExitCode::from(2);
         }
+    }
+    if report.acquisitions == 0 {
+        eprintln!("keylatch-chaos: no acquisition succeeded: the run shows nothing");
+        return ExitCode::from(2);
     }
     let counterexample = report
         .shortest()

@@ -54,7 +54,8 @@ impl fmt::Display for FaultKind {
     }
 }
 
-/// A comma-separated list of fault kinds, `all` or `none`.
+/// A comma-separated list of fault kinds (`all` among them adds every kind but clock-jump), or
+/// `none`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultSet(pub Vec<FaultKind>);
 
@@ -68,6 +69,14 @@ impl FromStr for FaultSet {
         }
         let mut kinds = Vec::new();
         for part in s.split(',').map(str::trim) {
+            if part == "all" {
+                for k in FaultKind::ALL {
+                    if !kinds.contains(&k) {
+                        kinds.push(k);
+                    }
+                }
+                continue;
+            }
             let kind = FaultKind::ALL
                 .into_iter()
                 .chain([FaultKind::ClockJump])
@@ -111,6 +120,10 @@ pub struct Step {
     pub loss_percent: u8,
     /// How far the clock steps (clock-jump), in milliseconds: forward when positive.
     pub clock_ms: i64,
+    /// The servers it targets (1-based), with more than one server: partition and loss cut
+    /// the workers from these, pause-server, kill and a server's clock-jump hit these. Empty
+    /// with one server (s1).
+    pub servers: Vec<usize>,
 }
 
 impl fmt::Display for Step {
@@ -118,13 +131,22 @@ impl fmt::Display for Step {
         write!(f, "{} for {} ms", self.kind, self.duration_ms)?;
         if self.kind == FaultKind::ClockJump {
             write!(f, " by {:+} ms", self.clock_ms)?;
-            if self.workers.is_empty() {
+            if self.workers.is_empty() && self.servers.is_empty() {
                 write!(f, " on s1")?;
             }
         }
         if !self.workers.is_empty() {
             let ws: Vec<String> = self.workers.iter().map(|w| format!("c{w}")).collect();
             write!(f, " on {}", ws.join(","))?;
+        }
+        if !self.servers.is_empty() {
+            let ss: Vec<String> = self.servers.iter().map(|s| format!("s{s}")).collect();
+            let word = if self.workers.is_empty() {
+                "on"
+            } else {
+                "from"
+            };
+            write!(f, " {word} {}", ss.join(","))?;
         }
         if self.kind == FaultKind::Loss {
             write!(f, " dropping {}%", self.loss_percent)?;
@@ -133,12 +155,14 @@ impl fmt::Display for Step {
     }
 }
 
-/// The schedule for `total_ms` of workload with `workers` workers and leases of `lease_ms`:
-/// faults one at a time, 1–4 s apart, none in the first 2 s or the last 3 s.
+/// The schedule for `total_ms` of workload with `workers` workers, `servers` servers and
+/// leases of `lease_ms`: faults one at a time, 1–4 s apart, none in the first 2 s or the last
+/// 3 s; with more than one server, each fault hits one or two of them (a minority of five).
 pub fn schedule(
     seed: u64,
     total_ms: u64,
     workers: usize,
+    servers: usize,
     lease_ms: u64,
     kinds: &FaultSet,
 ) -> Vec<Step> {
@@ -183,6 +207,16 @@ pub fn schedule(
         } else {
             0
         };
+        // Drawn only with several servers, so one server's schedules stay as they were.
+        let on_servers = if servers > 1 && (kind != FaultKind::ClockJump || targets.is_empty()) {
+            let mut all: Vec<usize> = (1..=servers).collect();
+            rng.shuffle(&mut all);
+            let mut some = all[..rng.usize(1..=2.min(servers - 1))].to_vec();
+            some.sort_unstable();
+            some
+        } else {
+            Vec::new()
+        };
         if t + duration_ms + 3_000 > total_ms {
             break;
         }
@@ -193,6 +227,7 @@ pub fn schedule(
             workers: targets,
             loss_percent,
             clock_ms,
+            servers: on_servers,
         });
         t += duration_ms + rng.u64(1_000..=4_000);
     }
@@ -206,9 +241,9 @@ mod tests {
     #[test]
     fn a_seed_gives_the_same_schedule_and_another_seed_another() {
         let all: FaultSet = "all".parse().unwrap();
-        let a = schedule(7, 120_000, 5, 3_000, &all);
-        assert_eq!(a, schedule(7, 120_000, 5, 3_000, &all));
-        assert_ne!(a, schedule(8, 120_000, 5, 3_000, &all));
+        let a = schedule(7, 120_000, 5, 1, 3_000, &all);
+        assert_eq!(a, schedule(7, 120_000, 5, 1, 3_000, &all));
+        assert_ne!(a, schedule(8, 120_000, 5, 1, 3_000, &all));
         assert!(a.len() > 10);
         // In bounds, one at a time.
         for w in a.windows(2) {
@@ -227,14 +262,23 @@ mod tests {
         assert!("kill,clock".parse::<FaultSet>().is_err());
         let all: FaultSet = "all".parse().unwrap();
         assert!(!all.0.contains(&FaultKind::ClockJump));
-        let jumps = schedule(3, 60_000, 3, 3_000, &"clock-jump".parse().unwrap());
+        let jumps = schedule(3, 60_000, 3, 1, 3_000, &"clock-jump".parse().unwrap());
         assert!(!jumps.is_empty());
         for s in &jumps {
             assert_eq!(s.kind, FaultKind::ClockJump);
             assert!((3_000..=6_000).contains(&s.clock_ms.unsigned_abs()));
             assert!(s.workers.len() <= 1);
         }
-        let only_kills = schedule(1, 60_000, 3, 3_000, &"kill".parse().unwrap());
+        // Five servers: every fault hits one or two of them, a clock jump one process.
+        for s in schedule(9, 120_000, 3, 5, 3_000, &"all,clock-jump".parse().unwrap()) {
+            if s.kind == FaultKind::ClockJump && !s.workers.is_empty() {
+                assert!(s.servers.is_empty());
+            } else {
+                assert!((1..=2).contains(&s.servers.len()), "{s}");
+                assert!(s.servers.iter().all(|&n| (1..=5).contains(&n)));
+            }
+        }
+        let only_kills = schedule(1, 60_000, 3, 1, 3_000, &"kill".parse().unwrap());
         assert!(only_kills.iter().all(|s| s.kind == FaultKind::Kill));
     }
 }

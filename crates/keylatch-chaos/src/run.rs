@@ -1,7 +1,6 @@
 //! The harness: builds the namespaces, starts the servers and the workers, plays the
 //! nemesis's schedule, collects the history and the register's log.
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +15,8 @@ use crate::history::{Event, Kind, NEMESIS, Op};
 use crate::nemesis::{self, FaultKind, FaultSet, Step};
 use crate::net::{self, Network, Node};
 use crate::procs::{self, Cleanup};
+pub use crate::servers::find_program;
+use crate::servers::{Redis, helper};
 use crate::{HarnessError, Topology, Workload};
 
 /// What a run is asked to do.
@@ -48,6 +49,7 @@ impl Plan {
             self.seed,
             self.duration.as_millis() as u64,
             self.workers,
+            self.topology.servers(),
             self.lease_ms,
             &self.nemesis,
         )
@@ -63,116 +65,6 @@ pub struct Collected {
     pub register_log: Vec<(u64, String)>,
     /// When the workload started (history time).
     pub origin: u64,
-}
-
-/// A redis-server in its namespace, which the nemesis may stop, kill and start again.
-struct Redis {
-    node: Node,
-    program: PathBuf,
-    args: Vec<String>,
-    child: Option<Child>,
-    pid: i32,
-    env: Vec<(String, String)>,
-}
-
-impl Redis {
-    fn new(node: Node, program: &Path, dir: &Path, persistence: Option<&str>) -> Redis {
-        let dir = dir.join(&node.name);
-        let _ = std::fs::create_dir_all(&dir);
-        let mut args: Vec<String> = [
-            "--bind",
-            &node.ip,
-            "--port",
-            "6379",
-            "--protected-mode",
-            "no",
-            "--daemonize",
-            "no",
-            "--dir",
-            &dir.to_string_lossy(),
-            "--logfile",
-            "redis.log",
-            "--save",
-            "",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        match persistence {
-            Some(fsync) => {
-                args.extend(["--appendonly", "yes", "--appendfsync", fsync].map(str::to_owned))
-            }
-            None => args.extend(["--appendonly", "no"].map(str::to_owned)),
-        }
-        Redis {
-            node,
-            program: program.to_owned(),
-            args,
-            child: None,
-            pid: 0,
-            env: Vec::new(),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://{}:6379", self.node.ip)
-    }
-
-    async fn start(&mut self, cleanup: &Cleanup, me: &Path) -> Result<(), HarnessError> {
-        let child = procs::spawn_in(
-            &self.node.ns,
-            &self.program,
-            &self.args,
-            Stdio::null(),
-            &self.env,
-        )?;
-        self.pid = child.id().map_or(0, |p| p as i32);
-        cleanup.pid(self.pid);
-        self.child = Some(child);
-        helper(&self.node.ns, me, &["probe", "--url", &self.url()]).await?;
-        Ok(())
-    }
-
-    async fn kill(&mut self, cleanup: &Cleanup) {
-        procs::kill_hard(self.pid);
-        if let Some(mut c) = self.child.take()
-            && let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), c.wait()).await
-        {
-            cleanup.forget_pid(self.pid);
-        }
-    }
-}
-
-/// Runs this binary's helper subcommand inside `ns`; returns its stdout.
-async fn helper(ns: &str, me: &Path, args: &[&str]) -> Result<String, HarnessError> {
-    let run = tokio::process::Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(me)
-        .args(args)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), run)
-        .await
-        .map_err(|_| HarnessError::Command(format!("{} in {ns}: no end within 30 s", args[0])))?
-        .map_err(|e| HarnessError::Command(format!("{} in {ns}: {e}", args[0])))?;
-    if !out.status.success() {
-        return Err(HarnessError::Command(format!(
-            "{} in {ns}: {}",
-            args[0],
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Finds `program` on PATH.
-pub fn find_program(program: &str) -> Result<PathBuf, HarnessError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-        .ok_or_else(|| HarnessError::Missing(program.to_owned()))
 }
 
 /// The worker (1-based) whose last lock event is an acknowledged acquire, if any.
@@ -214,7 +106,7 @@ pub async fn run(
         find_program(program)?;
     }
     let redis_server = find_program("redis-server")?;
-    let Workload::Reentrant = plan.workload;
+    let workload = plan.workload;
 
     let id = format!("{:x}", std::process::id());
     let prefix = format!("{}{id}", net::PREFIX);
@@ -229,7 +121,10 @@ pub async fn run(
         network.add_node(name, host)
     };
     let oracle_node = add("oracle", 2)?;
-    let server_node = add("s1", 10)?;
+    let mut server_nodes = Vec::new();
+    for n in 1..=plan.topology.servers() {
+        server_nodes.push(add(&format!("s{n}"), 9 + n as u8)?);
+    }
     let mut client_nodes = Vec::new();
     for i in 1..=plan.workers {
         client_nodes.push(add(&format!("c{i}"), 100 + i as u8)?);
@@ -243,7 +138,7 @@ pub async fn run(
     oracle.start(cleanup, &me).await?;
     let persistence = match plan.topology {
         Topology::Single => None,
-        Topology::SingleAof => Some("always"),
+        Topology::SingleAof | Topology::Redlock5 => Some("always"),
         Topology::SingleAofEverysec => Some("everysec"),
     };
     // Every process whose clock the nemesis may step starts with the shift library.
@@ -257,12 +152,17 @@ pub async fn run(
             .as_ref()
             .map_or(Ok(Vec::new()), |c| c.env_for(process))
     };
-    let mut server = Redis::new(server_node, &redis_server, &dir, persistence);
-    server.env = env_for("s1")?;
-    server.start(cleanup, &me).await?;
+    let mut servers = Vec::new();
+    for node in server_nodes {
+        let mut server = Redis::new(node, &redis_server, &dir, persistence);
+        server.env = env_for(&server.node.name)?;
+        server.start(cleanup, &me).await?;
+        servers.push(server);
+    }
+    let urls: Vec<String> = servers.iter().map(Redis::url).collect();
     say(format!(
-        "servers up: lock server {} ({}), register oracle {}",
-        server.url(),
+        "servers up: lock servers {} ({}), register oracle {}",
+        urls.join(","),
         plan.topology,
         oracle.url()
     ));
@@ -277,7 +177,8 @@ pub async fn run(
             format!("--run={prefix}"),
             format!("--harness-pid={}", std::process::id()),
             format!("--id={}", i + 1),
-            format!("--server={}", server.url()),
+            format!("--server={}", urls.join(",")),
+            format!("--workload={workload}"),
             format!("--oracle={}", oracle.url()),
             format!("--seed={}", plan.seed),
             format!("--deadline-ns={deadline}"),
@@ -334,6 +235,13 @@ pub async fn run(
         record(Kind::Invoke, step.to_string());
         let hold = Duration::from_millis(step.duration_ms);
         let targets: Vec<&Worker> = step.workers.iter().map(|w| &workers[w - 1]).collect();
+        // The servers it hits: the scheduled ones, or the only one.
+        let hit: Vec<usize> = if step.servers.is_empty() {
+            vec![0]
+        } else {
+            step.servers.iter().map(|s| s - 1).collect()
+        };
+        let hit_ips: Vec<&str> = hit.iter().map(|&i| servers[i].node.ip.as_str()).collect();
         match step.kind {
             FaultKind::Partition | FaultKind::Loss => {
                 let percent = if step.kind == FaultKind::Loss {
@@ -342,7 +250,7 @@ pub async fn run(
                     100
                 };
                 for w in &targets {
-                    net::cut(&w.node, &server.node.ip, percent)?;
+                    net::cut(&w.node, &hit_ips, percent)?;
                 }
                 tokio::time::sleep(hold).await;
                 for w in &targets {
@@ -350,19 +258,27 @@ pub async fn run(
                 }
             }
             FaultKind::PauseServer => {
-                procs::signal(server.pid, Signal::SIGSTOP);
+                for &i in &hit {
+                    procs::signal(servers[i].pid, Signal::SIGSTOP);
+                }
                 tokio::time::sleep(hold).await;
-                procs::signal(server.pid, Signal::SIGCONT);
+                for &i in &hit {
+                    procs::signal(servers[i].pid, Signal::SIGCONT);
+                }
             }
             FaultKind::Kill => {
-                server.kill(cleanup).await;
+                for &i in &hit {
+                    servers[i].kill(cleanup).await;
+                }
                 tokio::time::sleep(hold).await;
-                server.start(cleanup, &me).await?;
+                for &i in &hit {
+                    servers[i].start(cleanup, &me).await?;
+                }
             }
             FaultKind::ClockJump => {
                 let process = match step.workers.first() {
                     Some(w) => format!("c{w}"),
-                    None => "s1".to_owned(),
+                    None => servers[hit[0]].node.name.clone(),
                 };
                 let clocks = clocks.as_ref().ok_or_else(|| {
                     HarnessError::Command("a clock jump without the shift library".to_owned())
@@ -443,7 +359,9 @@ pub async fn run(
     .await?;
     let register_log: Vec<(u64, String)> = serde_json::from_str(dump.trim())
         .map_err(|e| HarnessError::Io(format!("the register's log: {e}")))?;
-    server.kill(cleanup).await;
+    for server in &mut servers {
+        server.kill(cleanup).await;
+    }
     oracle.kill(cleanup).await;
 
     let history = history.lock().map(|h| h.clone()).unwrap_or_default();
