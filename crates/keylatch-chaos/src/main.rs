@@ -91,6 +91,9 @@ pub enum Workload {
     /// A RedLock over every server of the topology (`redlock5`), with a fixed lease; no
     /// fencing token, so no register writes.
     Redlock,
+    /// A semaphore of `--permits` permits (set up again with them when lost), each taken
+    /// with the fixed lease; no register writes.
+    Semaphore,
 }
 
 impl fmt::Display for Workload {
@@ -98,6 +101,7 @@ impl fmt::Display for Workload {
         f.write_str(match self {
             Workload::Reentrant => "reentrant",
             Workload::Redlock => "redlock",
+            Workload::Semaphore => "semaphore",
         })
     }
 }
@@ -140,6 +144,9 @@ struct RunArgs {
     /// The lease of each acquisition, in milliseconds.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     lease_ms: u64,
+    /// The semaphore's permits (the `semaphore` workload).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=10))]
+    permits: u32,
     /// The longest hold, in milliseconds.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     max_hold_ms: u64,
@@ -188,6 +195,8 @@ enum Command {
         oracle: String,
         #[arg(long, value_enum)]
         workload: Workload,
+        #[arg(long)]
+        permits: u32,
         #[arg(long)]
         seed: u64,
         #[arg(long)]
@@ -254,6 +263,7 @@ fn main() -> ExitCode {
             server,
             oracle,
             workload,
+            permits,
             seed,
             deadline_ns,
             lease_ms,
@@ -267,6 +277,7 @@ fn main() -> ExitCode {
                 id,
                 servers: server.split(',').map(str::to_owned).collect(),
                 workload,
+                permits,
                 oracle,
                 seed,
                 deadline_ns,
@@ -352,6 +363,7 @@ fn harness(args: RunArgs) -> ExitCode {
         workers: usize::from(args.workers),
         lease_ms: args.lease_ms,
         max_hold_ms: args.max_hold_ms,
+        permits: args.permits,
         panic_after: args.panic_after.map(Duration::from_secs_f64),
     };
     let schedule = plan.schedule();

@@ -38,6 +38,8 @@ pub struct Plan {
     pub lease_ms: u64,
     /// The longest hold.
     pub max_hold_ms: u64,
+    /// The semaphore's permits (the `semaphore` workload).
+    pub permits: u32,
     /// Panic this long into the workload (tests the cleanup).
     pub panic_after: Option<Duration>,
 }
@@ -179,6 +181,7 @@ pub async fn run(
             format!("--id={}", i + 1),
             format!("--server={}", urls.join(",")),
             format!("--workload={workload}"),
+            format!("--permits={}", plan.permits),
             format!("--oracle={}", oracle.url()),
             format!("--seed={}", plan.seed),
             format!("--deadline-ns={deadline}"),

@@ -6,7 +6,10 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use keylatch::redis::{self, AsyncCommands as _};
-use keylatch::{Client, Config, DistributedLock, LockGuard, RedLock, RedLockGuard, ReentrantLock};
+use keylatch::{
+    Client, Config, DistributedLock, LockGuard, RedLock, RedLockGuard, ReentrantLock, Semaphore,
+    SemaphorePermit,
+};
 
 use crate::clock::now_ns;
 use crate::history::{Event, Kind, Op};
@@ -43,6 +46,8 @@ pub struct WorkerArgs {
     pub servers: Vec<String>,
     /// What to run.
     pub workload: crate::Workload,
+    /// The semaphore's permits.
+    pub permits: u32,
     /// The register's URL.
     pub oracle: String,
     /// The run's seed.
@@ -104,12 +109,14 @@ impl Register {
 enum Lock {
     One(ReentrantLock),
     Red(RedLock),
+    Sem(Semaphore),
 }
 
 /// A hold of either.
 enum Guard {
     One(LockGuard),
     Red(RedLockGuard),
+    Sem(SemaphorePermit),
 }
 
 impl Lock {
@@ -121,6 +128,7 @@ impl Lock {
         Ok(match self {
             Lock::One(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
             Lock::Red(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::Red),
+            Lock::Sem(l) => l.try_acquire_for(wait, Some(lease)).await?.map(Guard::Sem),
         })
     }
 }
@@ -129,13 +137,13 @@ impl Guard {
     fn fencing_token(&self) -> Option<u64> {
         match self {
             Guard::One(g) => g.fencing_token(),
-            Guard::Red(_) => None,
+            Guard::Red(_) | Guard::Sem(_) => None,
         }
     }
     fn owner(&self) -> Option<String> {
         match self {
             Guard::One(g) => Some(g.owner_id().to_string()),
-            Guard::Red(_) => None,
+            Guard::Red(_) | Guard::Sem(_) => None,
         }
     }
     /// How long the holder's own clock says the hold stays valid.
@@ -147,12 +155,16 @@ impl Guard {
             Guard::Red(g) => g
                 .valid_until()
                 .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
+            Guard::Sem(g) => g
+                .valid_until()
+                .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
         }
     }
     async fn unlock(self) -> keylatch::Result<()> {
         match self {
             Guard::One(g) => g.unlock().await,
             Guard::Red(g) => g.unlock().await,
+            Guard::Sem(g) => g.release().await,
         }
     }
 }
@@ -199,6 +211,17 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
             )
             .map_err(|e| e.to_string())?,
         ),
+        crate::Workload::Semaphore => {
+            let client = clients.first().ok_or("no lock server")?;
+            let sem = client.semaphore(LOCK).with_permits(args.permits);
+            // Only the first worker's call sets it; a lost one is set up again by acquires.
+            let _ = sem.try_set_permits(args.permits).await;
+            Lock::Sem(sem)
+        }
+    };
+    let permits = match args.workload {
+        crate::Workload::Semaphore => Some(args.permits),
+        _ => None,
     };
     let mut register = Register {
         url: args.oracle.clone(),
@@ -212,6 +235,7 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     while now_ns() < args.deadline_ns {
         let mut invoke = Event::new(&me, now_ns(), Kind::Invoke, Op::Acquire);
         invoke.lease_ms = Some(args.lease_ms);
+        invoke.permits = permits;
         emit(&invoke);
         let guard = match lock.try_lock_for(Duration::from_secs(3), lease).await {
             Ok(Some(g)) => g,
