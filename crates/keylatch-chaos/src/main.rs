@@ -10,6 +10,7 @@ mod checker;
 mod clock;
 mod clockshift;
 mod history;
+mod kinds;
 mod nemesis;
 mod net;
 mod procs;
@@ -18,14 +19,13 @@ mod servers;
 mod signals;
 mod worker;
 
-use std::fmt;
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use serde_json::json;
 
 use crate::nemesis::FaultSet;
@@ -49,62 +49,7 @@ pub enum HarnessError {
     Interrupted(&'static str),
 }
 
-/// The servers of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Topology {
-    /// One redis-server without persistence: a restart loses every lock.
-    Single,
-    /// One redis-server with `appendonly yes`, `appendfsync always`.
-    SingleAof,
-    /// One redis-server with `appendonly yes`, `appendfsync everysec`.
-    SingleAofEverysec,
-    /// Five independent redis-servers with `appendfsync always`, for the `redlock` workload.
-    Redlock5,
-}
-
-impl Topology {
-    /// How many lock servers.
-    pub fn servers(self) -> usize {
-        match self {
-            Topology::Redlock5 => 5,
-            _ => 1,
-        }
-    }
-}
-
-impl fmt::Display for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Topology::Single => "single",
-            Topology::SingleAof => "single-aof",
-            Topology::SingleAofEverysec => "single-aof-everysec",
-            Topology::Redlock5 => "redlock5",
-        })
-    }
-}
-
-/// What the workers do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Workload {
-    /// Reentrant lock with a fixed lease and fencing; one fenced write per hold.
-    Reentrant,
-    /// A RedLock over every server of the topology (`redlock5`), with a fixed lease; no
-    /// fencing token, so no register writes.
-    Redlock,
-    /// A semaphore of `--permits` permits (set up again with them when lost), each taken
-    /// with the fixed lease; no register writes.
-    Semaphore,
-}
-
-impl fmt::Display for Workload {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Workload::Reentrant => "reentrant",
-            Workload::Redlock => "redlock",
-            Workload::Semaphore => "semaphore",
-        })
-    }
-}
+pub use crate::kinds::{Topology, Workload};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -188,7 +133,7 @@ enum Command {
         harness_pid: u32,
         #[arg(long)]
         id: usize,
-        /// The lock servers' URLs, comma-separated.
+        /// The lock servers' URLs, separated by `;`.
         #[arg(long)]
         server: String,
         #[arg(long)]
@@ -197,6 +142,9 @@ enum Command {
         workload: Workload,
         #[arg(long)]
         permits: u32,
+        /// Replicas every acquisition waits for.
+        #[arg(long, default_value_t = 0)]
+        replicas: u32,
         #[arg(long)]
         seed: u64,
         #[arg(long)]
@@ -264,6 +212,7 @@ fn main() -> ExitCode {
             oracle,
             workload,
             permits,
+            replicas,
             seed,
             deadline_ns,
             lease_ms,
@@ -275,9 +224,10 @@ fn main() -> ExitCode {
             }
             helper(worker::worker(worker::WorkerArgs {
                 id,
-                servers: server.split(',').map(str::to_owned).collect(),
+                servers: server.split(';').map(str::to_owned).collect(),
                 workload,
                 permits,
+                replicas,
                 oracle,
                 seed,
                 deadline_ns,

@@ -83,6 +83,8 @@ fn current_holder(history: &[Event], workers: usize) -> Option<usize> {
 }
 
 struct Worker {
+    /// 1-based.
+    id: usize,
     node: Node,
     child: Child,
     pid: i32,
@@ -127,6 +129,11 @@ pub async fn run(
     for n in 1..=plan.topology.servers() {
         server_nodes.push(add(&format!("s{n}"), 9 + n as u8)?);
     }
+    let sentinel = matches!(plan.topology, Topology::Sentinel | Topology::SentinelAck);
+    let mut sentinel_nodes = Vec::new();
+    for n in 1..=if sentinel { 3 } else { 0 } {
+        sentinel_nodes.push(add(&format!("sen{n}"), 19 + n as u8)?);
+    }
     let mut client_nodes = Vec::new();
     for i in 1..=plan.workers {
         client_nodes.push(add(&format!("c{i}"), 100 + i as u8)?);
@@ -139,7 +146,7 @@ pub async fn run(
     let mut oracle = Redis::new(oracle_node, &redis_server, &dir, None);
     oracle.start(cleanup, &me).await?;
     let persistence = match plan.topology {
-        Topology::Single => None,
+        Topology::Single | Topology::Sentinel | Topology::SentinelAck => None,
         Topology::SingleAof | Topology::Redlock5 => Some("always"),
         Topology::SingleAofEverysec => Some("everysec"),
     };
@@ -155,13 +162,34 @@ pub async fn run(
             .map_or(Ok(Vec::new()), |c| c.env_for(process))
     };
     let mut servers = Vec::new();
-    for node in server_nodes {
+    let primary_ip = server_nodes[0].ip.clone();
+    for (i, node) in server_nodes.into_iter().enumerate() {
         let mut server = Redis::new(node, &redis_server, &dir, persistence);
+        if sentinel && i > 0 {
+            server = server.replica_of(&primary_ip);
+        }
         server.env = env_for(&server.node.name)?;
         server.start(cleanup, &me).await?;
         servers.push(server);
     }
-    let urls: Vec<String> = servers.iter().map(Redis::url).collect();
+    let mut sentinels = Vec::new();
+    for node in sentinel_nodes {
+        let mut s = Redis::sentinel(node, &redis_server, &dir, &primary_ip)?;
+        s.start(cleanup, &me).await?;
+        sentinels.push(s);
+    }
+    let urls: Vec<String> = if sentinel {
+        // Time for the sentinels to find the replicas and each other (hello every 2 s).
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
+        vec![format!(
+            "redis+sentinel://{}/{}",
+            addrs.join(","),
+            crate::servers::SERVICE
+        )]
+    } else {
+        servers.iter().map(Redis::url).collect()
+    };
     say(format!(
         "servers up: lock servers {} ({}), register oracle {}",
         urls.join(","),
@@ -179,9 +207,13 @@ pub async fn run(
             format!("--run={prefix}"),
             format!("--harness-pid={}", std::process::id()),
             format!("--id={}", i + 1),
-            format!("--server={}", urls.join(",")),
+            format!("--server={}", urls.join(";")),
             format!("--workload={workload}"),
             format!("--permits={}", plan.permits),
+            format!(
+                "--replicas={}",
+                u32::from(plan.topology == Topology::SentinelAck)
+            ),
             format!("--oracle={}", oracle.url()),
             format!("--seed={}", plan.seed),
             format!("--deadline-ns={deadline}"),
@@ -209,6 +241,7 @@ pub async fn run(
             }
         });
         workers.push(Worker {
+            id: i + 1,
             node: node.clone(),
             child,
             pid,
@@ -252,12 +285,36 @@ pub async fn run(
                 } else {
                     100
                 };
-                for w in &targets {
-                    net::cut(&w.node, &hit_ips, percent)?;
-                }
-                tokio::time::sleep(hold).await;
-                for w in &targets {
-                    net::heal(&w.node);
+                if sentinel && step.kind == FaultKind::Partition {
+                    // Split brain: the hit data nodes keep only the scheduled workers; the
+                    // other data nodes, the sentinels and the other workers lose them.
+                    let mut others: Vec<&str> = servers
+                        .iter()
+                        .chain(&sentinels)
+                        .map(|s| s.node.ip.as_str())
+                        .filter(|ip| !hit_ips.contains(ip))
+                        .collect();
+                    others.extend(
+                        workers
+                            .iter()
+                            .filter(|w| !step.workers.contains(&w.id))
+                            .map(|w| w.node.ip.as_str()),
+                    );
+                    for &i in &hit {
+                        net::cut(&servers[i].node, &others, 100)?;
+                    }
+                    tokio::time::sleep(hold).await;
+                    for &i in &hit {
+                        net::heal(&servers[i].node);
+                    }
+                } else {
+                    for w in &targets {
+                        net::cut(&w.node, &hit_ips, percent)?;
+                    }
+                    tokio::time::sleep(hold).await;
+                    for w in &targets {
+                        net::heal(&w.node);
+                    }
                 }
             }
             FaultKind::PauseServer => {
@@ -362,7 +419,7 @@ pub async fn run(
     .await?;
     let register_log: Vec<(u64, String)> = serde_json::from_str(dump.trim())
         .map_err(|e| HarnessError::Io(format!("the register's log: {e}")))?;
-    for server in &mut servers {
+    for server in servers.iter_mut().chain(&mut sentinels) {
         server.kill(cleanup).await;
     }
     oracle.kill(cleanup).await;

@@ -23,7 +23,11 @@ pub struct Redis {
     pub pid: i32,
     /// Extra environment (the clock shift's preload library).
     pub env: Vec<(String, String)>,
+    port: u16,
 }
+
+/// The service the sentinels monitor.
+pub const SERVICE: &str = "keylatch";
 
 impl Redis {
     /// A server on `node`, its data under `dir`; `persistence` is the AOF's fsync policy.
@@ -62,12 +66,64 @@ impl Redis {
             child: None,
             pid: 0,
             env: Vec::new(),
+            port: 6379,
         }
+    }
+
+    /// The same server started as a replica of `primary_ip`.
+    pub fn replica_of(mut self, primary_ip: &str) -> Redis {
+        self.args.extend([
+            "--replicaof".to_owned(),
+            primary_ip.to_owned(),
+            "6379".to_owned(),
+        ]);
+        self
+    }
+
+    /// A sentinel on `node` (port 26379) monitoring the primary at `primary_ip` (quorum 2,
+    /// down after 1 s), its configuration file under `dir`.
+    ///
+    /// # Errors
+    /// The configuration file cannot be written.
+    pub fn sentinel(
+        node: Node,
+        program: &Path,
+        dir: &Path,
+        primary_ip: &str,
+    ) -> Result<Redis, HarnessError> {
+        let dir = dir.join(&node.name);
+        let _ = std::fs::create_dir_all(&dir);
+        let conf = dir.join("sentinel.conf");
+        let text = format!(
+            "bind {ip}\nport 26379\nprotected-mode no\ndaemonize no\ndir {dir}\n\
+             logfile sentinel.log\n\
+             sentinel monitor {SERVICE} {primary_ip} 6379 2\n\
+             sentinel down-after-milliseconds {SERVICE} 1000\n\
+             sentinel failover-timeout {SERVICE} 10000\n\
+             sentinel parallel-syncs {SERVICE} 2\n",
+            ip = node.ip,
+            dir = dir.display()
+        );
+        std::fs::write(&conf, text).map_err(|e| HarnessError::Io(e.to_string()))?;
+        Ok(Redis {
+            node,
+            program: program.to_owned(),
+            args: vec![conf.to_string_lossy().into_owned(), "--sentinel".to_owned()],
+            child: None,
+            pid: 0,
+            env: Vec::new(),
+            port: 26379,
+        })
     }
 
     /// Its URL.
     pub fn url(&self) -> String {
-        format!("redis://{}:6379", self.node.ip)
+        format!("redis://{}:{}", self.node.ip, self.port)
+    }
+
+    /// Its address, `ip:port`.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.node.ip, self.port)
     }
 
     /// Starts it and waits until it answers.

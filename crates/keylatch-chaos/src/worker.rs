@@ -48,6 +48,8 @@ pub struct WorkerArgs {
     pub workload: crate::Workload,
     /// The semaphore's permits.
     pub permits: u32,
+    /// Replicas every acquisition waits for.
+    pub replicas: u32,
     /// The register's URL.
     pub oracle: String,
     /// The run's seed.
@@ -169,9 +171,10 @@ impl Guard {
     }
 }
 
-async fn connect(url: &str, deadline_ns: u64) -> Result<Client, String> {
+async fn connect(url: &str, replicas: u32, deadline_ns: u64) -> Result<Client, String> {
     let config = Config::builder()
         .url(url.to_owned())
+        .replicas(replicas, Duration::from_millis(500))
         .connect_timeout(Duration::from_secs(1))
         .response_timeout(Duration::from_secs(1))
         .build()
@@ -196,7 +199,7 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     let me = format!("c{}", args.id);
     let mut clients = Vec::new();
     for url in &args.servers {
-        clients.push(connect(url, args.deadline_ns).await?);
+        clients.push(connect(url, args.replicas, args.deadline_ns).await?);
     }
     let lock = match args.workload {
         crate::Workload::Reentrant => {
