@@ -52,6 +52,9 @@ impl fmt::Display for Topology {
 pub enum Workload {
     /// Reentrant lock with a fixed lease and fencing; one fenced write per hold.
     Reentrant,
+    /// The fair lock, otherwise as `reentrant` (exclusion, tokens and the register are
+    /// checked; the queue's order is not, as waiters' arrival is not recorded).
+    Fair,
     /// A RedLock over every server of the topology (`redlock5`), with a fixed lease; no
     /// fencing token, so no register writes.
     Redlock,
@@ -64,6 +67,7 @@ impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Workload::Reentrant => "reentrant",
+            Workload::Fair => "fair",
             Workload::Redlock => "redlock",
             Workload::Semaphore => "semaphore",
         })

@@ -1,5 +1,6 @@
-//! The `worker` subcommand: one client process of the `reentrant` workload, and the small
-//! helpers the harness runs inside namespaces (`probe`, `dump-register`).
+//! The `worker` subcommand: one client process of a workload (reentrant, fair, redlock or
+//! semaphore), and the small helpers the harness runs inside namespaces (`probe`,
+//! `dump-register`).
 
 use std::time::Duration;
 
@@ -7,8 +8,8 @@ use std::sync::Arc;
 
 use keylatch::redis::{self, AsyncCommands as _};
 use keylatch::{
-    Client, Config, DistributedLock, LockGuard, RedLock, RedLockGuard, ReentrantLock, Semaphore,
-    SemaphorePermit,
+    Client, Config, DistributedLock, FairLock, LockGuard, RedLock, RedLockGuard, ReentrantLock,
+    Semaphore, SemaphorePermit,
 };
 
 use crate::clock::now_ns;
@@ -110,6 +111,7 @@ impl Register {
 /// The lock of a workload.
 enum Lock {
     One(ReentrantLock),
+    Fair(FairLock),
     Red(RedLock),
     Sem(Semaphore),
 }
@@ -129,6 +131,7 @@ impl Lock {
     ) -> keylatch::Result<Option<Guard>> {
         Ok(match self {
             Lock::One(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
+            Lock::Fair(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
             Lock::Red(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::Red),
             Lock::Sem(l) => l.try_acquire_for(wait, Some(lease)).await?.map(Guard::Sem),
         })
@@ -205,6 +208,10 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         crate::Workload::Reentrant => {
             let client = clients.first().ok_or("no lock server")?;
             Lock::One(client.lock(LOCK).with_fencing(true))
+        }
+        crate::Workload::Fair => {
+            let client = clients.first().ok_or("no lock server")?;
+            Lock::Fair(client.fair_lock(LOCK).with_fencing(true))
         }
         crate::Workload::Redlock => Lock::Red(
             RedLock::new(
