@@ -4,7 +4,7 @@
 //!
 //! Why not libfaketime: Debian's redis-server allocates with jemalloc, and libfaketime cannot
 //! start inside a jemalloc process (its lookup of the real `clock_gettime` recurses through
-//! jemalloc's initialisation; libfaketime's issue 130). The shim reads the real time with raw
+//! jemalloc's initialisation, a known clash in libfaketime). The shim reads the real time with raw
 //! system calls instead. It shifts `CLOCK_REALTIME` (and its coarse variant, `gettimeofday`,
 //! `time`) only, as an NTP step does; `CLOCK_MONOTONIC` is untouched, and the history's clock
 //! ([`crate::clock::now_ns`]) is read with a raw system call, so it is the host's in any case.
