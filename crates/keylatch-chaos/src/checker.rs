@@ -6,6 +6,8 @@
 //!   acquire's `invoke` + lease (the server started the lease after that). A holder that never
 //!   invoked a release (killed, or the run ended) holds to its lease end or the end of the run.
 //!   Two intervals of different acquisitions that intersect are a violation.
+//! - **Occupancy** (a semaphore: acquires that record `permits` N above 1): instead of the
+//!   above, more than N intervals at once are a violation.
 //! - **Fencing tokens**: an acquisition that began after another one was acknowledged must get a
 //!   greater token.
 //! - **Fenced register**: a write accepted after another accepted write was acknowledged must
@@ -25,6 +27,8 @@ use crate::history::{Event, Kind, NEMESIS, Op};
 pub enum ViolationKind {
     /// Two holders at once.
     MutualExclusion,
+    /// More holders at once than the semaphore's permits.
+    Occupancy,
     /// A later acquisition got a token not greater than an earlier acknowledged one.
     TokenOrder,
     /// The register accepted a write whose token was not greater than an accepted one.
@@ -97,6 +101,7 @@ struct Operation {
     done: Option<(Kind, u64)>,
     token: Option<u64>,
     lease_ms: Option<u64>,
+    permits: Option<u32>,
     valid_until: Option<u64>,
     write_id: Option<String>,
 }
@@ -138,6 +143,7 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                     done: None,
                     token: e.token,
                     lease_ms: e.lease_ms,
+                    permits: e.permits,
                     valid_until: None,
                     write_id: e.write_id.clone(),
                 });
@@ -206,6 +212,43 @@ fn holds(ops: &[Operation], end_of_run: u64) -> Vec<Hold> {
     holds
 }
 
+/// Holds (sorted by start) of more than `permits` holders at once: at each hold's start, the
+/// holds that began before and have not ended.
+fn occupancy(hs: &[Hold], permits: usize) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (i, b) in hs.iter().enumerate() {
+        if b.start >= b.end {
+            continue;
+        }
+        let at_once: Vec<&Hold> = hs[..=i]
+            .iter()
+            .filter(|a| a.start <= b.start && b.start < a.end)
+            .collect();
+        if at_once.len() > permits {
+            found.push(Violation {
+                kind: ViolationKind::Occupancy,
+                description: format!(
+                    "{} holders at once with {permits} permits: {}",
+                    at_once.len(),
+                    at_once
+                        .iter()
+                        .map(|h| h.process.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                from: at_once
+                    .iter()
+                    .map(|h| h.acquire_invoke)
+                    .min()
+                    .unwrap_or(b.start),
+                to: at_once.iter().map(|h| h.end).min().unwrap_or(b.end),
+                processes: at_once.iter().map(|h| h.process.clone()).collect(),
+            });
+        }
+    }
+    found
+}
+
 fn fmt_token(t: Option<u64>) -> String {
     t.map_or_else(|| "?".to_owned(), |t| t.to_string())
 }
@@ -219,10 +262,18 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
     let ops = operations(&history);
     let mut violations = Vec::new();
 
-    // Mutual exclusion.
+    // Mutual exclusion, or occupancy with more than one permit.
     let mut hs = holds(&ops, end_of_run);
     hs.sort_by_key(|h| h.start);
-    for (i, a) in hs.iter().enumerate() {
+    let permits = ops
+        .iter()
+        .filter_map(|o| o.permits)
+        .max()
+        .map_or(1, |p| p as usize);
+    if permits > 1 {
+        violations.extend(occupancy(&hs, permits));
+    }
+    for (i, a) in hs.iter().enumerate().filter(|_| permits == 1) {
         for b in hs[i + 1..].iter().take_while(|b| b.start < a.end) {
             if b.start < b.end {
                 violations.push(Violation {
@@ -364,7 +415,11 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
         late_writes_accepted,
         late_writes_refused,
         operations: ops.len(),
-        acquisitions: acquired.len(),
+        // Every acknowledged acquisition, with a token or without (a RedLock has none).
+        acquisitions: ops
+            .iter()
+            .filter(|o| o.op == Op::Acquire && o.is_ok())
+            .count(),
         writes_accepted: accepted.len(),
         writes_refused: ops
             .iter()

@@ -58,6 +58,9 @@ pub struct Event {
     /// The lease asked for (acquire invoke), in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
+    /// How many holders may hold at once (acquire invoke of a semaphore; none: one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
     /// A write's unique id, as the register logs it (write invoke).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_id: Option<String>,
@@ -78,6 +81,7 @@ impl Event {
             owner: None,
             valid_until: None,
             lease_ms: None,
+            permits: None,
             write_id: None,
             detail: None,
         }

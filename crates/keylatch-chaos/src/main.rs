@@ -8,22 +8,24 @@
 
 mod checker;
 mod clock;
+mod clockshift;
 mod history;
+mod kinds;
 mod nemesis;
 mod net;
 mod procs;
 mod run;
+mod servers;
 mod signals;
 mod worker;
 
-use std::fmt;
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use serde_json::json;
 
 use crate::nemesis::FaultSet;
@@ -34,7 +36,7 @@ use crate::procs::Cleanup;
 #[non_exhaustive]
 pub enum HarnessError {
     /// A program the harness needs is not on PATH.
-    #[error("{0} is not installed (scripts/chaos.sh installs iproute2, nftables, faketime)")]
+    #[error("{0} is not installed (scripts/chaos.sh installs iproute2, nftables, a C compiler)")]
     Missing(String),
     /// A command failed.
     #[error("command failed: {0}")]
@@ -47,39 +49,7 @@ pub enum HarnessError {
     Interrupted(&'static str),
 }
 
-/// The servers of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Topology {
-    /// One redis-server without persistence: a restart loses every lock.
-    Single,
-    /// One redis-server with `appendonly yes`, `appendfsync always`.
-    SingleAof,
-    /// One redis-server with `appendonly yes`, `appendfsync everysec`.
-    SingleAofEverysec,
-}
-
-impl fmt::Display for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Topology::Single => "single",
-            Topology::SingleAof => "single-aof",
-            Topology::SingleAofEverysec => "single-aof-everysec",
-        })
-    }
-}
-
-/// What the workers do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Workload {
-    /// Reentrant lock with a fixed lease and fencing; two fenced writes per hold.
-    Reentrant,
-}
-
-impl fmt::Display for Workload {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("reentrant")
-    }
-}
+pub use crate::kinds::{Topology, Workload};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -109,7 +79,8 @@ struct RunArgs {
     /// What the workers do.
     #[arg(long, value_enum, default_value_t = Workload::Reentrant)]
     workload: Workload,
-    /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client.
+    /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client,
+    /// clock-jump (`all` is every one but clock-jump).
     #[arg(long, default_value = "all")]
     nemesis: FaultSet,
     /// Worker processes.
@@ -118,6 +89,9 @@ struct RunArgs {
     /// The lease of each acquisition, in milliseconds.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     lease_ms: u64,
+    /// The semaphore's permits (the `semaphore` workload).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=10))]
+    permits: u32,
     /// The longest hold, in milliseconds.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     max_hold_ms: u64,
@@ -159,10 +133,18 @@ enum Command {
         harness_pid: u32,
         #[arg(long)]
         id: usize,
+        /// The lock servers' URLs, separated by `;`.
         #[arg(long)]
         server: String,
         #[arg(long)]
         oracle: String,
+        #[arg(long, value_enum)]
+        workload: Workload,
+        #[arg(long)]
+        permits: u32,
+        /// Replicas every acquisition waits for.
+        #[arg(long, default_value_t = 0)]
+        replicas: u32,
         #[arg(long)]
         seed: u64,
         #[arg(long)]
@@ -228,6 +210,9 @@ fn main() -> ExitCode {
             id,
             server,
             oracle,
+            workload,
+            permits,
+            replicas,
             seed,
             deadline_ns,
             lease_ms,
@@ -239,7 +224,10 @@ fn main() -> ExitCode {
             }
             helper(worker::worker(worker::WorkerArgs {
                 id,
-                server,
+                servers: server.split(';').map(str::to_owned).collect(),
+                workload,
+                permits,
+                replicas,
                 oracle,
                 seed,
                 deadline_ns,
@@ -310,6 +298,12 @@ fn harness(args: RunArgs) -> ExitCode {
         eprintln!("keylatch-chaos: --minutes must be above 0 and at most 1440");
         return ExitCode::from(2);
     }
+    if (args.topology == Topology::Redlock5) != (args.workload == Workload::Redlock) {
+        eprintln!(
+            "keylatch-chaos: the redlock workload runs on the redlock5 topology, and only it"
+        );
+        return ExitCode::from(2);
+    }
     let plan = run::Plan {
         seed,
         duration: Duration::from_secs_f64(args.minutes * 60.0),
@@ -319,6 +313,7 @@ fn harness(args: RunArgs) -> ExitCode {
         workers: usize::from(args.workers),
         lease_ms: args.lease_ms,
         max_hold_ms: args.max_hold_ms,
+        permits: args.permits,
         panic_after: args.panic_after.map(Duration::from_secs_f64),
     };
     let schedule = plan.schedule();
@@ -371,10 +366,6 @@ fn harness(args: RunArgs) -> ExitCode {
     };
 
     let report = checker::check(&collected.history, Some(&collected.register_log));
-    if report.acquisitions == 0 {
-        eprintln!("keylatch-chaos: no acquisition succeeded: the run shows nothing");
-        return ExitCode::from(2);
-    }
     if let Some(path) = &args.history {
         let mut text = String::new();
         for e in &collected.history {
@@ -387,6 +378,10 @@ fn harness(args: RunArgs) -> ExitCode {
             eprintln!("keylatch-chaos: cannot write {}: {e}", path.display());
             return ExitCode::from(2);
         }
+    }
+    if report.acquisitions == 0 {
+        eprintln!("keylatch-chaos: no acquisition succeeded: the run shows nothing");
+        return ExitCode::from(2);
     }
     let counterexample = report
         .shortest()

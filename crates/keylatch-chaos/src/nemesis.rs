@@ -20,10 +20,14 @@ pub enum FaultKind {
     /// SIGSTOP one worker for longer than the lease, SIGCONT after: the worker holding the
     /// lock at that moment, else the scheduled one.
     PauseClient,
+    /// Step one process's wall clock (the lock server's, or a worker's) forward or back, and
+    /// back to the host's after. Not part of `all`: asked for by name.
+    ClockJump,
 }
 
 impl FaultKind {
-    /// Every kind.
+    /// Every kind `all` names (clock jumps are asked for by name: they break the single
+    /// server's guarantees, so `all` keeps the safe configurations safe).
     pub const ALL: [FaultKind; 5] = [
         FaultKind::Partition,
         FaultKind::Loss,
@@ -39,6 +43,7 @@ impl FaultKind {
             FaultKind::PauseServer => "pause-server",
             FaultKind::Kill => "kill",
             FaultKind::PauseClient => "pause-client",
+            FaultKind::ClockJump => "clock-jump",
         }
     }
 }
@@ -49,7 +54,8 @@ impl fmt::Display for FaultKind {
     }
 }
 
-/// A comma-separated list of fault kinds, `all` or `none`.
+/// A comma-separated list of fault kinds (`all` among them adds every kind but clock-jump), or
+/// `none`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultSet(pub Vec<FaultKind>);
 
@@ -63,12 +69,21 @@ impl FromStr for FaultSet {
         }
         let mut kinds = Vec::new();
         for part in s.split(',').map(str::trim) {
+            if part == "all" {
+                for k in FaultKind::ALL {
+                    if !kinds.contains(&k) {
+                        kinds.push(k);
+                    }
+                }
+                continue;
+            }
             let kind = FaultKind::ALL
                 .into_iter()
+                .chain([FaultKind::ClockJump])
                 .find(|k| k.name() == part)
                 .ok_or_else(|| {
                     format!(
-                        "unknown fault {part:?}: expected all, none or a list of partition, loss, pause-server, kill, pause-client"
+                        "unknown fault {part:?}: expected all, none or a list of partition, loss, pause-server, kill, pause-client, clock-jump"
                     )
                 })?;
             if !kinds.contains(&kind) {
@@ -98,18 +113,40 @@ pub struct Step {
     pub kind: FaultKind,
     /// How long until it is healed (for a kill: how long the server stays down).
     pub duration_ms: u64,
-    /// The workers it targets (1-based; partition, loss, pause-client).
+    /// The workers it targets (1-based; partition, loss, pause-client, clock-jump: none for a
+    /// clock jump means the lock server's clock).
     pub workers: Vec<usize>,
     /// The share of packets dropped (loss), in percent.
     pub loss_percent: u8,
+    /// How far the clock steps (clock-jump), in milliseconds: forward when positive.
+    pub clock_ms: i64,
+    /// The servers it targets (1-based), with more than one server: partition and loss cut
+    /// the workers from these, pause-server, kill and a server's clock-jump hit these. Empty
+    /// with one server (s1).
+    pub servers: Vec<usize>,
 }
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} for {} ms", self.kind, self.duration_ms)?;
+        if self.kind == FaultKind::ClockJump {
+            write!(f, " by {:+} ms", self.clock_ms)?;
+            if self.workers.is_empty() && self.servers.is_empty() {
+                write!(f, " on s1")?;
+            }
+        }
         if !self.workers.is_empty() {
             let ws: Vec<String> = self.workers.iter().map(|w| format!("c{w}")).collect();
             write!(f, " on {}", ws.join(","))?;
+        }
+        if !self.servers.is_empty() {
+            let ss: Vec<String> = self.servers.iter().map(|s| format!("s{s}")).collect();
+            let word = if self.workers.is_empty() {
+                "on"
+            } else {
+                "from"
+            };
+            write!(f, " {word} {}", ss.join(","))?;
         }
         if self.kind == FaultKind::Loss {
             write!(f, " dropping {}%", self.loss_percent)?;
@@ -118,12 +155,14 @@ impl fmt::Display for Step {
     }
 }
 
-/// The schedule for `total_ms` of workload with `workers` workers and leases of `lease_ms`:
-/// faults one at a time, 1–4 s apart, none in the first 2 s or the last 3 s.
+/// The schedule for `total_ms` of workload with `workers` workers, `servers` servers and
+/// leases of `lease_ms`: faults one at a time, 1–4 s apart, none in the first 2 s or the last
+/// 3 s; with more than one server, each fault hits one or two of them (a minority of five).
 pub fn schedule(
     seed: u64,
     total_ms: u64,
     workers: usize,
+    servers: usize,
     lease_ms: u64,
     kinds: &FaultSet,
 ) -> Vec<Step> {
@@ -150,11 +189,33 @@ pub fn schedule(
                 lease_ms + rng.u64(500..=2_500),
                 vec![rng.usize(1..=workers)],
             ),
+            // The server (0) or one worker; at least the lease, so a forward step on the
+            // server ends every lease it holds.
+            FaultKind::ClockJump => match rng.usize(0..=workers) {
+                0 => (rng.u64(1_000..=4_000), Vec::new()),
+                w => (rng.u64(1_000..=4_000), vec![w]),
+            },
+        };
+        let clock_ms = if kind == FaultKind::ClockJump {
+            let by = rng.i64(lease_ms as i64..=2 * lease_ms as i64);
+            if rng.bool() { by } else { -by }
+        } else {
+            0
         };
         let loss_percent = if kind == FaultKind::Loss {
             rng.u8(20..=60)
         } else {
             0
+        };
+        // Drawn only with several servers, so one server's schedules stay as they were.
+        let on_servers = if servers > 1 && (kind != FaultKind::ClockJump || targets.is_empty()) {
+            let mut all: Vec<usize> = (1..=servers).collect();
+            rng.shuffle(&mut all);
+            let mut some = all[..rng.usize(1..=2.min(servers - 1))].to_vec();
+            some.sort_unstable();
+            some
+        } else {
+            Vec::new()
         };
         if t + duration_ms + 3_000 > total_ms {
             break;
@@ -165,6 +226,8 @@ pub fn schedule(
             duration_ms,
             workers: targets,
             loss_percent,
+            clock_ms,
+            servers: on_servers,
         });
         t += duration_ms + rng.u64(1_000..=4_000);
     }
@@ -178,9 +241,9 @@ mod tests {
     #[test]
     fn a_seed_gives_the_same_schedule_and_another_seed_another() {
         let all: FaultSet = "all".parse().unwrap();
-        let a = schedule(7, 120_000, 5, 3_000, &all);
-        assert_eq!(a, schedule(7, 120_000, 5, 3_000, &all));
-        assert_ne!(a, schedule(8, 120_000, 5, 3_000, &all));
+        let a = schedule(7, 120_000, 5, 1, 3_000, &all);
+        assert_eq!(a, schedule(7, 120_000, 5, 1, 3_000, &all));
+        assert_ne!(a, schedule(8, 120_000, 5, 1, 3_000, &all));
         assert!(a.len() > 10);
         // In bounds, one at a time.
         for w in a.windows(2) {
@@ -197,7 +260,25 @@ mod tests {
         assert_eq!(s.to_string(), "kill,partition");
         assert!("none".parse::<FaultSet>().unwrap().0.is_empty());
         assert!("kill,clock".parse::<FaultSet>().is_err());
-        let only_kills = schedule(1, 60_000, 3, 3_000, &"kill".parse().unwrap());
+        let all: FaultSet = "all".parse().unwrap();
+        assert!(!all.0.contains(&FaultKind::ClockJump));
+        let jumps = schedule(3, 60_000, 3, 1, 3_000, &"clock-jump".parse().unwrap());
+        assert!(!jumps.is_empty());
+        for s in &jumps {
+            assert_eq!(s.kind, FaultKind::ClockJump);
+            assert!((3_000..=6_000).contains(&s.clock_ms.unsigned_abs()));
+            assert!(s.workers.len() <= 1);
+        }
+        // Five servers: every fault hits one or two of them, a clock jump one process.
+        for s in schedule(9, 120_000, 3, 5, 3_000, &"all,clock-jump".parse().unwrap()) {
+            if s.kind == FaultKind::ClockJump && !s.workers.is_empty() {
+                assert!(s.servers.is_empty());
+            } else {
+                assert!((1..=2).contains(&s.servers.len()), "{s}");
+                assert!(s.servers.iter().all(|&n| (1..=5).contains(&n)));
+            }
+        }
+        let only_kills = schedule(1, 60_000, 3, 1, 3_000, &"kill".parse().unwrap());
         assert!(only_kills.iter().all(|s| s.kind == FaultKind::Kill));
     }
 }

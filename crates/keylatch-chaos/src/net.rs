@@ -153,9 +153,10 @@ impl Network {
     }
 }
 
-/// Cuts `node` off from `peer_ip` both ways (nftables drop rules inside `node`'s namespace);
+/// Cuts `node` off from `peer_ips` both ways (nftables drop rules inside `node`'s namespace);
 /// with `loss` below 100, drops that percentage of the packets at random instead.
-pub fn cut(node: &Node, peer_ip: &str, loss: u8) -> Result<(), HarnessError> {
+pub fn cut(node: &Node, peer_ips: &[&str], loss: u8) -> Result<(), HarnessError> {
+    let peer_ip = format!("{{ {} }}", peer_ips.join(", "));
     let verdict = if loss >= 100 {
         "drop".to_owned()
     } else {

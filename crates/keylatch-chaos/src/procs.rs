@@ -13,16 +13,20 @@ pub use crate::signals::{kill_hard, signal};
 /// Starts `program args` inside namespace `ns`, with SIGKILL as its parent-death signal (the
 /// harness runs on one thread, so that is the harness's death). `ip netns exec` and `setpriv`
 /// exec into the program, so the child's pid is the program's.
+///
+/// `env` adds environment variables (the clock shift's preload library).
 pub fn spawn_in(
     ns: &str,
     program: &Path,
     args: &[String],
     stdout: Stdio,
+    env: &[(String, String)],
 ) -> Result<Child, HarnessError> {
     Command::new("ip")
         .args(["netns", "exec", ns, "setpriv", "--pdeathsig", "KILL", "--"])
         .arg(program)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(stdout)
         .kill_on_drop(true)

@@ -1,7 +1,6 @@
 //! The harness: builds the namespaces, starts the servers and the workers, plays the
 //! nemesis's schedule, collects the history and the register's log.
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,10 +10,13 @@ use tokio::io::AsyncBufReadExt as _;
 use tokio::process::Child;
 
 use crate::clock::now_ns;
+use crate::clockshift::ClockShift;
 use crate::history::{Event, Kind, NEMESIS, Op};
 use crate::nemesis::{self, FaultKind, FaultSet, Step};
 use crate::net::{self, Network, Node};
 use crate::procs::{self, Cleanup};
+pub use crate::servers::find_program;
+use crate::servers::{Redis, helper};
 use crate::{HarnessError, Topology, Workload};
 
 /// What a run is asked to do.
@@ -36,6 +38,8 @@ pub struct Plan {
     pub lease_ms: u64,
     /// The longest hold.
     pub max_hold_ms: u64,
+    /// The semaphore's permits (the `semaphore` workload).
+    pub permits: u32,
     /// Panic this long into the workload (tests the cleanup).
     pub panic_after: Option<Duration>,
 }
@@ -47,6 +51,7 @@ impl Plan {
             self.seed,
             self.duration.as_millis() as u64,
             self.workers,
+            self.topology.servers(),
             self.lease_ms,
             &self.nemesis,
         )
@@ -64,108 +69,6 @@ pub struct Collected {
     pub origin: u64,
 }
 
-/// A redis-server in its namespace, which the nemesis may stop, kill and start again.
-struct Redis {
-    node: Node,
-    program: PathBuf,
-    args: Vec<String>,
-    child: Option<Child>,
-    pid: i32,
-}
-
-impl Redis {
-    fn new(node: Node, program: &Path, dir: &Path, persistence: Option<&str>) -> Redis {
-        let dir = dir.join(&node.name);
-        let _ = std::fs::create_dir_all(&dir);
-        let mut args: Vec<String> = [
-            "--bind",
-            &node.ip,
-            "--port",
-            "6379",
-            "--protected-mode",
-            "no",
-            "--daemonize",
-            "no",
-            "--dir",
-            &dir.to_string_lossy(),
-            "--logfile",
-            "redis.log",
-            "--save",
-            "",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        match persistence {
-            Some(fsync) => {
-                args.extend(["--appendonly", "yes", "--appendfsync", fsync].map(str::to_owned))
-            }
-            None => args.extend(["--appendonly", "no"].map(str::to_owned)),
-        }
-        Redis {
-            node,
-            program: program.to_owned(),
-            args,
-            child: None,
-            pid: 0,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://{}:6379", self.node.ip)
-    }
-
-    async fn start(&mut self, cleanup: &Cleanup, me: &Path) -> Result<(), HarnessError> {
-        let child = procs::spawn_in(&self.node.ns, &self.program, &self.args, Stdio::null())?;
-        self.pid = child.id().map_or(0, |p| p as i32);
-        cleanup.pid(self.pid);
-        self.child = Some(child);
-        helper(&self.node.ns, me, &["probe", "--url", &self.url()]).await?;
-        Ok(())
-    }
-
-    async fn kill(&mut self, cleanup: &Cleanup) {
-        procs::kill_hard(self.pid);
-        if let Some(mut c) = self.child.take()
-            && let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), c.wait()).await
-        {
-            cleanup.forget_pid(self.pid);
-        }
-    }
-}
-
-/// Runs this binary's helper subcommand inside `ns`; returns its stdout.
-async fn helper(ns: &str, me: &Path, args: &[&str]) -> Result<String, HarnessError> {
-    let run = tokio::process::Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(me)
-        .args(args)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), run)
-        .await
-        .map_err(|_| HarnessError::Command(format!("{} in {ns}: no end within 30 s", args[0])))?
-        .map_err(|e| HarnessError::Command(format!("{} in {ns}: {e}", args[0])))?;
-    if !out.status.success() {
-        return Err(HarnessError::Command(format!(
-            "{} in {ns}: {}",
-            args[0],
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Finds `program` on PATH.
-pub fn find_program(program: &str) -> Result<PathBuf, HarnessError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-        .ok_or_else(|| HarnessError::Missing(program.to_owned()))
-}
-
 /// The worker (1-based) whose last lock event is an acknowledged acquire, if any.
 fn current_holder(history: &[Event], workers: usize) -> Option<usize> {
     (1..=workers).find(|i| {
@@ -180,6 +83,8 @@ fn current_holder(history: &[Event], workers: usize) -> Option<usize> {
 }
 
 struct Worker {
+    /// 1-based.
+    id: usize,
     node: Node,
     child: Child,
     pid: i32,
@@ -205,7 +110,7 @@ pub async fn run(
         find_program(program)?;
     }
     let redis_server = find_program("redis-server")?;
-    let Workload::Reentrant = plan.workload;
+    let workload = plan.workload;
 
     let id = format!("{:x}", std::process::id());
     let prefix = format!("{}{id}", net::PREFIX);
@@ -220,7 +125,15 @@ pub async fn run(
         network.add_node(name, host)
     };
     let oracle_node = add("oracle", 2)?;
-    let server_node = add("s1", 10)?;
+    let mut server_nodes = Vec::new();
+    for n in 1..=plan.topology.servers() {
+        server_nodes.push(add(&format!("s{n}"), 9 + n as u8)?);
+    }
+    let sentinel = matches!(plan.topology, Topology::Sentinel | Topology::SentinelAck);
+    let mut sentinel_nodes = Vec::new();
+    for n in 1..=if sentinel { 3 } else { 0 } {
+        sentinel_nodes.push(add(&format!("sen{n}"), 19 + n as u8)?);
+    }
     let mut client_nodes = Vec::new();
     for i in 1..=plan.workers {
         client_nodes.push(add(&format!("c{i}"), 100 + i as u8)?);
@@ -233,15 +146,53 @@ pub async fn run(
     let mut oracle = Redis::new(oracle_node, &redis_server, &dir, None);
     oracle.start(cleanup, &me).await?;
     let persistence = match plan.topology {
-        Topology::Single => None,
-        Topology::SingleAof => Some("always"),
+        Topology::Single | Topology::Sentinel | Topology::SentinelAck => None,
+        Topology::SingleAof | Topology::Redlock5 => Some("always"),
         Topology::SingleAofEverysec => Some("everysec"),
     };
-    let mut server = Redis::new(server_node, &redis_server, &dir, persistence);
-    server.start(cleanup, &me).await?;
+    // Every process whose clock the nemesis may step starts with the shift library.
+    let clocks = if plan.nemesis.0.contains(&FaultKind::ClockJump) {
+        Some(ClockShift::build(&dir)?)
+    } else {
+        None
+    };
+    let env_for = |process: &str| -> Result<Vec<(String, String)>, HarnessError> {
+        clocks
+            .as_ref()
+            .map_or(Ok(Vec::new()), |c| c.env_for(process))
+    };
+    let mut servers = Vec::new();
+    let primary_ip = server_nodes[0].ip.clone();
+    for (i, node) in server_nodes.into_iter().enumerate() {
+        let mut server = Redis::new(node, &redis_server, &dir, persistence);
+        if sentinel && i > 0 {
+            server = server.replica_of(&primary_ip);
+        }
+        server.env = env_for(&server.node.name)?;
+        server.start(cleanup, &me).await?;
+        servers.push(server);
+    }
+    let mut sentinels = Vec::new();
+    for node in sentinel_nodes {
+        let mut s = Redis::sentinel(node, &redis_server, &dir, &primary_ip)?;
+        s.start(cleanup, &me).await?;
+        sentinels.push(s);
+    }
+    let urls: Vec<String> = if sentinel {
+        // Time for the sentinels to find the replicas and each other (hello every 2 s).
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
+        vec![format!(
+            "redis+sentinel://{}/{}",
+            addrs.join(","),
+            crate::servers::SERVICE
+        )]
+    } else {
+        servers.iter().map(Redis::url).collect()
+    };
     say(format!(
-        "servers up: lock server {} ({}), register oracle {}",
-        server.url(),
+        "servers up: lock servers {} ({}), register oracle {}",
+        urls.join(","),
         plan.topology,
         oracle.url()
     ));
@@ -256,7 +207,13 @@ pub async fn run(
             format!("--run={prefix}"),
             format!("--harness-pid={}", std::process::id()),
             format!("--id={}", i + 1),
-            format!("--server={}", server.url()),
+            format!("--server={}", urls.join(";")),
+            format!("--workload={workload}"),
+            format!("--permits={}", plan.permits),
+            format!(
+                "--replicas={}",
+                u32::from(plan.topology == Topology::SentinelAck)
+            ),
             format!("--oracle={}", oracle.url()),
             format!("--seed={}", plan.seed),
             format!("--deadline-ns={deadline}"),
@@ -264,7 +221,8 @@ pub async fn run(
             format!("--max-hold-ms={}", plan.max_hold_ms),
         ]
         .into();
-        let mut child = procs::spawn_in(&node.ns, &me, &args, Stdio::piped())?;
+        let env = env_for(&node.name)?;
+        let mut child = procs::spawn_in(&node.ns, &me, &args, Stdio::piped(), &env)?;
         let pid = child.id().map_or(0, |p| p as i32);
         cleanup.pid(pid);
         let stdout = child
@@ -283,6 +241,7 @@ pub async fn run(
             }
         });
         workers.push(Worker {
+            id: i + 1,
             node: node.clone(),
             child,
             pid,
@@ -312,6 +271,13 @@ pub async fn run(
         record(Kind::Invoke, step.to_string());
         let hold = Duration::from_millis(step.duration_ms);
         let targets: Vec<&Worker> = step.workers.iter().map(|w| &workers[w - 1]).collect();
+        // The servers it hits: the scheduled ones, or the only one.
+        let hit: Vec<usize> = if step.servers.is_empty() {
+            vec![0]
+        } else {
+            step.servers.iter().map(|s| s - 1).collect()
+        };
+        let hit_ips: Vec<&str> = hit.iter().map(|&i| servers[i].node.ip.as_str()).collect();
         match step.kind {
             FaultKind::Partition | FaultKind::Loss => {
                 let percent = if step.kind == FaultKind::Loss {
@@ -319,23 +285,67 @@ pub async fn run(
                 } else {
                     100
                 };
-                for w in &targets {
-                    net::cut(&w.node, &server.node.ip, percent)?;
-                }
-                tokio::time::sleep(hold).await;
-                for w in &targets {
-                    net::heal(&w.node);
+                if sentinel && step.kind == FaultKind::Partition {
+                    // Split brain: the hit data nodes keep only the scheduled workers; the
+                    // other data nodes, the sentinels and the other workers lose them.
+                    let mut others: Vec<&str> = servers
+                        .iter()
+                        .chain(&sentinels)
+                        .map(|s| s.node.ip.as_str())
+                        .filter(|ip| !hit_ips.contains(ip))
+                        .collect();
+                    others.extend(
+                        workers
+                            .iter()
+                            .filter(|w| !step.workers.contains(&w.id))
+                            .map(|w| w.node.ip.as_str()),
+                    );
+                    for &i in &hit {
+                        net::cut(&servers[i].node, &others, 100)?;
+                    }
+                    tokio::time::sleep(hold).await;
+                    for &i in &hit {
+                        net::heal(&servers[i].node);
+                    }
+                } else {
+                    for w in &targets {
+                        net::cut(&w.node, &hit_ips, percent)?;
+                    }
+                    tokio::time::sleep(hold).await;
+                    for w in &targets {
+                        net::heal(&w.node);
+                    }
                 }
             }
             FaultKind::PauseServer => {
-                procs::signal(server.pid, Signal::SIGSTOP);
+                for &i in &hit {
+                    procs::signal(servers[i].pid, Signal::SIGSTOP);
+                }
                 tokio::time::sleep(hold).await;
-                procs::signal(server.pid, Signal::SIGCONT);
+                for &i in &hit {
+                    procs::signal(servers[i].pid, Signal::SIGCONT);
+                }
             }
             FaultKind::Kill => {
-                server.kill(cleanup).await;
+                for &i in &hit {
+                    servers[i].kill(cleanup).await;
+                }
                 tokio::time::sleep(hold).await;
-                server.start(cleanup, &me).await?;
+                for &i in &hit {
+                    servers[i].start(cleanup, &me).await?;
+                }
+            }
+            FaultKind::ClockJump => {
+                let process = match step.workers.first() {
+                    Some(w) => format!("c{w}"),
+                    None => servers[hit[0]].node.name.clone(),
+                };
+                let clocks = clocks.as_ref().ok_or_else(|| {
+                    HarnessError::Command("a clock jump without the shift library".to_owned())
+                })?;
+                clocks.set(&process, step.clock_ms)?;
+                tokio::time::sleep(hold).await;
+                clocks.set(&process, 0)?;
             }
             FaultKind::PauseClient => {
                 // The current holder if there is one (a paused waiter shows little), else the
@@ -409,7 +419,9 @@ pub async fn run(
     .await?;
     let register_log: Vec<(u64, String)> = serde_json::from_str(dump.trim())
         .map_err(|e| HarnessError::Io(format!("the register's log: {e}")))?;
-    server.kill(cleanup).await;
+    for server in servers.iter_mut().chain(&mut sentinels) {
+        server.kill(cleanup).await;
+    }
     oracle.kill(cleanup).await;
 
     let history = history.lock().map(|h| h.clone()).unwrap_or_default();

@@ -1,10 +1,16 @@
-//! The `worker` subcommand: one client process of the `reentrant` workload, and the small
-//! helpers the harness runs inside namespaces (`probe`, `dump-register`).
+//! The `worker` subcommand: one client process of a workload (reentrant, fair, redlock or
+//! semaphore), and the small helpers the harness runs inside namespaces (`probe`,
+//! `dump-register`).
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use keylatch::redis::{self, AsyncCommands as _};
-use keylatch::{Client, Config};
+use keylatch::{
+    Client, Config, DistributedLock, FairLock, LockGuard, RedLock, RedLockGuard, ReentrantLock,
+    Semaphore, SemaphorePermit,
+};
 
 use crate::clock::now_ns;
 use crate::history::{Event, Kind, Op};
@@ -37,8 +43,14 @@ const ORACLE_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct WorkerArgs {
     /// 1-based; the process is `c<id>`.
     pub id: usize,
-    /// The lock server's URL.
-    pub server: String,
+    /// The lock servers' URLs (one, or a RedLock's).
+    pub servers: Vec<String>,
+    /// What to run.
+    pub workload: crate::Workload,
+    /// The semaphore's permits.
+    pub permits: u32,
+    /// Replicas every acquisition waits for.
+    pub replicas: u32,
     /// The register's URL.
     pub oracle: String,
     /// The run's seed.
@@ -96,6 +108,89 @@ impl Register {
     }
 }
 
+/// The lock of a workload.
+enum Lock {
+    One(ReentrantLock),
+    Fair(FairLock),
+    Red(RedLock),
+    Sem(Semaphore),
+}
+
+/// A hold of either.
+enum Guard {
+    One(LockGuard),
+    Red(RedLockGuard),
+    Sem(SemaphorePermit),
+}
+
+impl Lock {
+    async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> keylatch::Result<Option<Guard>> {
+        Ok(match self {
+            Lock::One(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
+            Lock::Fair(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
+            Lock::Red(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::Red),
+            Lock::Sem(l) => l.try_acquire_for(wait, Some(lease)).await?.map(Guard::Sem),
+        })
+    }
+}
+
+impl Guard {
+    fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Guard::One(g) => g.fencing_token(),
+            Guard::Red(_) | Guard::Sem(_) => None,
+        }
+    }
+    fn owner(&self) -> Option<String> {
+        match self {
+            Guard::One(g) => Some(g.owner_id().to_string()),
+            Guard::Red(_) | Guard::Sem(_) => None,
+        }
+    }
+    /// How long the holder's own clock says the hold stays valid.
+    fn valid_for(&self) -> Option<Duration> {
+        match self {
+            Guard::One(g) => g
+                .valid_until()
+                .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
+            Guard::Red(g) => g
+                .valid_until()
+                .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
+            Guard::Sem(g) => g
+                .valid_until()
+                .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
+        }
+    }
+    async fn unlock(self) -> keylatch::Result<()> {
+        match self {
+            Guard::One(g) => g.unlock().await,
+            Guard::Red(g) => g.unlock().await,
+            Guard::Sem(g) => g.release().await,
+        }
+    }
+}
+
+async fn connect(url: &str, replicas: u32, deadline_ns: u64) -> Result<Client, String> {
+    let config = Config::builder()
+        .url(url.to_owned())
+        .replicas(replicas, Duration::from_millis(500))
+        .connect_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .map_err(|e| e.to_string())?;
+    loop {
+        match Client::connect_with(config.clone()).await {
+            Ok(c) => return Ok(c),
+            Err(e) if now_ns() >= deadline_ns => return Err(e.to_string()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
 /// Runs the worker until its deadline; every operation goes to stdout as JSON lines.
 ///
 /// # Errors
@@ -105,20 +200,39 @@ impl Register {
 /// Not meant to be cancelled: the process ends with it.
 pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     let me = format!("c{}", args.id);
-    let config = Config::builder()
-        .url(args.server.clone())
-        .connect_timeout(Duration::from_secs(1))
-        .response_timeout(Duration::from_secs(1))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let client = loop {
-        match Client::connect_with(config.clone()).await {
-            Ok(c) => break c,
-            Err(e) if now_ns() >= args.deadline_ns => return Err(e.to_string()),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+    let mut clients = Vec::new();
+    for url in &args.servers {
+        clients.push(connect(url, args.replicas, args.deadline_ns).await?);
+    }
+    let lock = match args.workload {
+        crate::Workload::Reentrant => {
+            let client = clients.first().ok_or("no lock server")?;
+            Lock::One(client.lock(LOCK).with_fencing(true))
+        }
+        crate::Workload::Fair => {
+            let client = clients.first().ok_or("no lock server")?;
+            Lock::Fair(client.fair_lock(LOCK).with_fencing(true))
+        }
+        crate::Workload::Redlock => Lock::Red(
+            RedLock::new(
+                clients
+                    .iter()
+                    .map(|c| Arc::new(c.lock(LOCK)) as Arc<dyn DistributedLock>),
+            )
+            .map_err(|e| e.to_string())?,
+        ),
+        crate::Workload::Semaphore => {
+            let client = clients.first().ok_or("no lock server")?;
+            let sem = client.semaphore(LOCK).with_permits(args.permits);
+            // Only the first worker's call sets it; a lost one is set up again by acquires.
+            let _ = sem.try_set_permits(args.permits).await;
+            Lock::Sem(sem)
         }
     };
-    let lock = client.lock(LOCK).with_fencing(true);
+    let permits = match args.workload {
+        crate::Workload::Semaphore => Some(args.permits),
+        _ => None,
+    };
     let mut register = Register {
         url: args.oracle.clone(),
         conn: None,
@@ -131,8 +245,9 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     while now_ns() < args.deadline_ns {
         let mut invoke = Event::new(&me, now_ns(), Kind::Invoke, Op::Acquire);
         invoke.lease_ms = Some(args.lease_ms);
+        invoke.permits = permits;
         emit(&invoke);
-        let guard = match lock.try_lock_for(Duration::from_secs(3), Some(lease)).await {
+        let guard = match lock.try_lock_for(Duration::from_secs(3), lease).await {
             Ok(Some(g)) => g,
             Ok(None) => {
                 emit(
@@ -148,13 +263,8 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         };
         let mut ok = Event::new(&me, now_ns(), Kind::Ok, Op::Acquire);
         ok.token = guard.fencing_token();
-        ok.owner = Some(guard.owner_id().to_string());
-        ok.valid_until = guard.valid_until().map(|until| {
-            ok.time
-                + until
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .as_nanos() as u64
-        });
+        ok.owner = guard.owner();
+        ok.valid_until = guard.valid_for().map(|d| ok.time + d.as_nanos() as u64);
         emit(&ok);
         // One fenced write in the middle of the hold: a holder paused before it writes with a
         // token that may be stale by then.
@@ -186,7 +296,9 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         emit(&done);
         tokio::time::sleep(Duration::from_millis(rng.u64(0..=50))).await;
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
+    for client in &clients {
+        let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
+    }
     Ok(())
 }
 

@@ -131,6 +131,35 @@ fn sigint_midway_removes_everything() {
 
 #[test]
 #[ignore = "needs root, iproute2 and nftables; scripts/chaos.sh --ci runs it"]
+fn sigint_during_a_clock_jump_on_sentinel_removes_everything() {
+    // Sentinels, replicas and the clock shift's files: all of it goes.
+    let (mut child, rx) = start(&[
+        "--seed",
+        "12",
+        "--minutes",
+        "1",
+        "--topology",
+        "sentinel",
+        "--nemesis",
+        "clock-jump",
+        "--workers",
+        "2",
+    ]);
+    let prefix = prefix_of(&wait_for(
+        &rx,
+        "network: namespaces",
+        Duration::from_secs(60),
+    ));
+    wait_for(&rx, "workers started", Duration::from_secs(60));
+    assert!(namespaces(&prefix).len() >= 9, "{:?}", namespaces(&prefix));
+    wait_for(&rx, "nemesis: clock-jump", Duration::from_secs(30));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("SIGINT");
+    assert_eq!(exit_code(&mut child, Duration::from_secs(30)), 2);
+    assert_nothing_left(&prefix);
+}
+
+#[test]
+#[ignore = "needs root, iproute2 and nftables; scripts/chaos.sh --ci runs it"]
 fn a_panic_midway_removes_everything() {
     let (mut child, rx) = start(&[
         "--seed",

@@ -211,3 +211,60 @@ fn the_shortest_counterexample_is_chosen() {
     let s = r.shortest().unwrap();
     assert_eq!(s.processes, ["c3", "c4"]);
 }
+
+fn acquire_permit(h: &mut Vec<Event>, p: &str, at: u64, ok_at: u64, permits: u32) {
+    let mut inv = ev(p, at, Kind::Invoke, Op::Acquire);
+    inv.lease_ms = Some(1000);
+    inv.permits = Some(permits);
+    h.push(inv);
+    h.push(ev(p, ok_at, Kind::Ok, Op::Acquire));
+}
+
+#[test]
+fn a_semaphore_allows_its_permits_at_once_and_no_more() {
+    // Two of two permits at once: no violation (and no mutual exclusion check).
+    let mut h = Vec::new();
+    acquire_permit(&mut h, "c1", 0, 1, 2);
+    acquire_permit(&mut h, "c2", 2, 3, 2);
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    acquire_permit(&mut h, "c3", 4, 12, 2); // waits for c1's permit
+    release(&mut h, "c2", 20, 21, Kind::Ok);
+    release(&mut h, "c3", 22, 23, Kind::Ok);
+    let r = check(&h, None);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!(r.acquisitions, 3);
+
+    // A third holder while two hold.
+    let mut h = Vec::new();
+    acquire_permit(&mut h, "c1", 0, 1, 2);
+    acquire_permit(&mut h, "c2", 2, 3, 2);
+    acquire_permit(&mut h, "c3", 4, 5, 2);
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    release(&mut h, "c2", 12, 13, Kind::Ok);
+    release(&mut h, "c3", 14, 15, Kind::Ok);
+    let r = check(&h, None);
+    assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+    let v = &r.violations[0];
+    assert_eq!(v.kind, ViolationKind::Occupancy);
+    assert_eq!(v.processes, ["c1", "c2", "c3"]);
+    assert_eq!((v.from, v.to), (0, 10 * MS));
+}
+
+#[test]
+fn acquisitions_without_tokens_are_counted_and_checked() {
+    // A RedLock's acquisitions carry no token: an overlap is still found.
+    let mut h = Vec::new();
+    let mut inv = ev("c1", 0, Kind::Invoke, Op::Acquire);
+    inv.lease_ms = Some(1000);
+    h.push(inv.clone());
+    h.push(ev("c1", 1, Kind::Ok, Op::Acquire));
+    inv.process = "c2".to_owned();
+    inv.time = 2 * MS;
+    h.push(inv);
+    h.push(ev("c2", 3, Kind::Ok, Op::Acquire));
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    release(&mut h, "c2", 12, 13, Kind::Ok);
+    let r = check(&h, None);
+    assert_eq!(r.acquisitions, 2);
+    assert_eq!(r.counts().get("mutual-exclusion"), Some(&1));
+}

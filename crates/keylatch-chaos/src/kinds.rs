@@ -1,0 +1,75 @@
+//! What a run runs: its topology (the servers) and its workload (what the workers do).
+//! Imports clap's `ValueEnum` only.
+
+use std::fmt;
+
+use clap::ValueEnum;
+
+/// The servers of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Topology {
+    /// One redis-server without persistence: a restart loses every lock.
+    Single,
+    /// One redis-server with `appendonly yes`, `appendfsync always`.
+    SingleAof,
+    /// One redis-server with `appendonly yes`, `appendfsync everysec`.
+    SingleAofEverysec,
+    /// Five independent redis-servers with `appendfsync always`, for the `redlock` workload.
+    Redlock5,
+    /// A primary, two replicas (no persistence) and three sentinels; the client does not wait
+    /// for replicas.
+    Sentinel,
+    /// As `sentinel`, and every acquisition waits for one replica's acknowledgement.
+    SentinelAck,
+}
+
+impl Topology {
+    /// How many lock servers.
+    pub fn servers(self) -> usize {
+        match self {
+            Topology::Redlock5 => 5,
+            Topology::Sentinel | Topology::SentinelAck => 3,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Topology::Single => "single",
+            Topology::SingleAof => "single-aof",
+            Topology::SingleAofEverysec => "single-aof-everysec",
+            Topology::Redlock5 => "redlock5",
+            Topology::Sentinel => "sentinel",
+            Topology::SentinelAck => "sentinel-ack",
+        })
+    }
+}
+
+/// What the workers do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Reentrant lock with a fixed lease and fencing; one fenced write per hold.
+    Reentrant,
+    /// The fair lock, otherwise as `reentrant` (exclusion, tokens and the register are
+    /// checked; the queue's order is not, as waiters' arrival is not recorded).
+    Fair,
+    /// A RedLock over every server of the topology (`redlock5`), with a fixed lease; no
+    /// fencing token, so no register writes.
+    Redlock,
+    /// A semaphore of `--permits` permits (set up again with them when lost), each taken
+    /// with the fixed lease; no register writes.
+    Semaphore,
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Workload::Reentrant => "reentrant",
+            Workload::Fair => "fair",
+            Workload::Redlock => "redlock",
+            Workload::Semaphore => "semaphore",
+        })
+    }
+}
