@@ -186,8 +186,9 @@ async fn the_watchdog_renews_every_value_and_a_lease_ends() {
 #[tokio::test]
 async fn a_release_wakes_a_waiter_on_a_shared_value() {
     let server = server();
-    // A 30 s watchdog: only a wake-up can let the waiter in within the bound below.
-    let client = client(&server).await;
+    // A 30 s watchdog and a 60 s fallback poll: only a wake-up lets the waiter in within the
+    // bound below.
+    let client = client_with(&server, Duration::from_secs(30), Duration::from_secs(60)).await;
     let group = unique("mv-wake");
     let holder = client
         .multi_value_lock(&group, ["a", "b"])

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use keylatch::redis::{Script, Value};
 use keylatch_tests::redisson::{WATCHDOG_LEASE, client_now};
-use keylatch_tests::{client, raw, server, unique};
+use keylatch_tests::{client, client_with, raw, server, unique};
 
 /// Redisson's `tryLockInnerAsync`. ARGV: lease ms, client now, holder, fields.
 const REDISSON_ACQUIRE: &str = r"
@@ -158,7 +158,8 @@ async fn redisson_unlock(
 #[tokio::test]
 async fn redisson_holds_a_b_and_keylatch_cannot_take_b_c() {
     let server = server();
-    let client = client(&server).await;
+    // A 60 s fallback poll: only Redisson's unlock message lets the waiter in in time.
+    let client = client_with(&server, WATCHDOG_LEASE, Duration::from_secs(60)).await;
     let mut conn = raw(&server).await;
     let group = unique("redisson-mv");
     assert_eq!(
