@@ -1,9 +1,9 @@
 //! Interop with Redisson's `RedissonFasterMultiLock`: its acquire and unlock scripts, copied
 //! from Redisson (`tryLockInnerAsync`, `unlockInnerAsync`) and run from the test side with
 //! Redisson's arguments (its client clock, `<uuid>:<thread>` holder), meet keylatch's
-//! multi-value lock on the same group. Redisson names a value's field by a hash of its
-//! encoded form; the fields here are given as keylatch names them (the value), as a Redisson
-//! client whose fields equal the values would.
+//! multi-value lock on the same group. Redisson names a value's field by the HighwayHash of
+//! its encoded form (`StringCodec`: UTF-8); the fields passed here are those names, checked
+//! against one computed by Redisson's own code.
 use std::time::Duration;
 
 use keylatch::redis::{Script, Value};
@@ -162,8 +162,9 @@ async fn redisson_holds_a_b_and_keylatch_cannot_take_b_c() {
     let client = client_with(&server, WATCHDOG_LEASE, Duration::from_secs(60)).await;
     let mut conn = raw(&server).await;
     let group = unique("redisson-mv");
+    let [a, b, _] = fields(&client, &group);
     assert_eq!(
-        redisson_acquire(&mut conn, &group, &["a", "b"]).await,
+        redisson_acquire(&mut conn, &group, &[&a, &b]).await,
         Value::Nil
     );
     let bc = client.multi_value_lock(&group, ["b", "c"]);
@@ -179,7 +180,7 @@ async fn redisson_holds_a_b_and_keylatch_cannot_take_b_c() {
     let waiting = tokio::spawn(async move { bc.try_lock_for(Duration::from_secs(20), None).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        redisson_unlock(&mut conn, &group, &["a", "b"]).await,
+        redisson_unlock(&mut conn, &group, &[&a, &b]).await,
         Value::Int(1)
     );
     let got = tokio::time::timeout(Duration::from_secs(10), waiting)
@@ -199,23 +200,24 @@ async fn keylatch_holds_a_b_and_redisson_cannot_take_b_c() {
     let client = client(&server).await;
     let mut conn = raw(&server).await;
     let group = unique("keylatch-mv");
+    let [a, b, c] = fields(&client, &group);
     let guard = client
         .multi_value_lock(&group, ["a", "b"])
         .lock()
         .await
         .unwrap();
-    match redisson_acquire(&mut conn, &group, &["b", "c"]).await {
+    match redisson_acquire(&mut conn, &group, &[&b, &c]).await {
         Value::Int(ttl) => assert!(ttl > 0, "Redisson must wait, got {ttl}"),
         other => panic!("Redisson took b from keylatch: {other:?}"),
     }
     // Redisson's unlock does not release what keylatch holds.
     assert_eq!(
-        redisson_unlock(&mut conn, &group, &["a", "b"]).await,
+        redisson_unlock(&mut conn, &group, &[&a, &b]).await,
         Value::Nil
     );
     guard.unlock().await.unwrap();
     assert_eq!(
-        redisson_acquire(&mut conn, &group, &["b", "c"]).await,
+        redisson_acquire(&mut conn, &group, &[&b, &c]).await,
         Value::Nil
     );
     let guard = client
@@ -225,7 +227,17 @@ async fn keylatch_holds_a_b_and_redisson_cannot_take_b_c() {
         .unwrap();
     assert!(guard.is_none(), "c is Redisson's");
     assert_eq!(
-        redisson_unlock(&mut conn, &group, &["b", "c"]).await,
+        redisson_unlock(&mut conn, &group, &[&b, &c]).await,
         Value::Int(1)
     );
+}
+
+/// The fields keylatch names `a`, `b`, `c` by, after checking its naming against a field
+/// Redisson computed (`Hash.hash128toBase64` of "Jack_001" under `StringCodec`).
+fn fields(client: &keylatch::Client, group: &str) -> [String; 3] {
+    let jack = client.multi_value_lock(group, ["Jack_001"]);
+    assert_eq!(jack.fields(), ["7pNoDdizVy2xY792MaFv+w"]);
+    let lock = client.multi_value_lock(group, ["a", "b", "c"]);
+    let fields = lock.fields();
+    [fields[0].clone(), fields[1].clone(), fields[2].clone()]
 }

@@ -19,6 +19,7 @@ mod backoff;
 mod handover;
 mod lock;
 mod multi_value;
+mod multi_value_hash;
 mod multi_value_release;
 mod reads;
 mod release;

@@ -1,6 +1,6 @@
 //! `MultiValueLock`: several values of one group locked all-or-nothing in one script call on
 //! one hash key (Redisson's `RedissonFasterMultiLock` layout). Imports `keylatch-core`,
-//! `keylatch-redis` and this crate's `multi_value_release`.
+//! `keylatch-redis` and this crate's `multi_value_release` and `multi_value_hash`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use keylatch_redis::redis::Value;
 use keylatch_redis::{Client, WakeMode, prefixed};
 use tokio::time::Instant;
 
+use crate::multi_value_hash::field_of;
 use crate::multi_value_release::{
     MV_ACQUIRE, MV_FORCE_UNLOCK, MV_IS_LOCKED, MV_RENEW, MultiValueRelease,
 };
@@ -38,8 +39,9 @@ pub const MAX_VALUES: usize = 1000;
 ///
 /// Layout: hash `group`, fields `<value>` → owner, `<value>:<owner>:expire_time` → the
 /// server's clock in ms when the value's lease ends, `<value>:<owner>:lock_count` → hold
-/// count. Redisson names a value's field by a hash of its encoded form; keylatch uses the
-/// value itself (see `docs/data-layout.md`).
+/// count. A value's field is Redisson's name for it: the HighwayHash-128 of its UTF-8 bytes
+/// in base64 ([`fields`](MultiValueLock::fields)), as a Redisson client configured with
+/// `StringCodec` names it (see `docs/data-layout.md`).
 ///
 /// ```no_run
 /// # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
@@ -56,6 +58,7 @@ pub struct MultiValueLock {
     owner: Option<Owner>,
     /// Why the values were refused, reported by the first operation.
     invalid: Option<&'static str>,
+    values: Arc<[String]>,
     release: Arc<MultiValueRelease>,
 }
 
@@ -70,9 +73,6 @@ fn check_values(values: &[String]) -> Option<&'static str> {
     if values.iter().any(String::is_empty) {
         return Some("a multi-value lock's value is empty");
     }
-    if values.iter().any(|value| value.contains(':')) {
-        return Some("a multi-value lock's value may not contain ':'");
-    }
     let mut seen = HashSet::with_capacity(values.len());
     if !values.iter().all(|value| seen.insert(value.as_str())) {
         return Some("a multi-value lock's values must be distinct");
@@ -82,7 +82,7 @@ fn check_values(values: &[String]) -> Option<&'static str> {
 
 impl MultiValueLock {
     /// A handle on `values` of the group `group`. Nothing is sent to Redis; bad values (none,
-    /// more than [`MAX_VALUES`], an empty one, one with `:`, duplicates) and a bad group name
+    /// more than [`MAX_VALUES`], an empty one, duplicates) and a bad group name
     /// are reported by the first operation ([`Error::InvalidName`]).
     pub fn new<I, S>(client: &Client, group: &str, values: I) -> MultiValueLock
     where
@@ -90,10 +90,12 @@ impl MultiValueLock {
         S: Into<String>,
     {
         let group: Arc<str> = Arc::from(client.key_name(group));
-        let fields: Vec<String> = values.into_iter().map(Into::into).collect();
+        let values: Vec<String> = values.into_iter().map(Into::into).collect();
+        let fields: Vec<String> = values.iter().map(|value| field_of(value)).collect();
         MultiValueLock {
             client: client.clone(),
-            invalid: check_values(&fields),
+            invalid: check_values(&values),
+            values: values.into(),
             release: Arc::new(MultiValueRelease {
                 client: client.clone(),
                 channel: prefixed("redisson_lock__channel", &group),
@@ -121,6 +123,12 @@ impl MultiValueLock {
 
     /// The values, in the order given.
     pub fn values(&self) -> &[String] {
+        &self.values
+    }
+
+    /// The hash fields the values are kept under, in the same order: Redisson's names for
+    /// them (`Hash.hash128toBase64` of the value's UTF-8 bytes, as with `StringCodec`).
+    pub fn fields(&self) -> &[String] {
         &self.release.fields
     }
 
@@ -341,7 +349,6 @@ mod tests {
         assert!(check_values(&values(&[])).is_some());
         assert!(check_values(&values(&["a", "a"])).is_some());
         assert!(check_values(&values(&["a", ""])).is_some());
-        assert!(check_values(&values(&["a:b"])).is_some());
         let many: Vec<String> = (0..=super::MAX_VALUES).map(|i| i.to_string()).collect();
         assert!(check_values(&many).is_some());
         assert!(check_values(&many[1..]).is_none());
