@@ -25,6 +25,7 @@ async fn groups_on_every_shard_take_values_all_or_nothing() {
         .unwrap()
         .expect("start a cluster");
     let client = connect(&cluster.seed_url(), Duration::from_secs(1)).await;
+    let slow = connect(&cluster.seed_url(), Duration::from_secs(30)).await;
     let mut groups = Vec::new();
     let mut ports = Vec::new();
     for i in 0..200 {
@@ -56,6 +57,14 @@ async fn groups_on_every_shard_take_values_all_or_nothing() {
             bc.try_lock().await.unwrap().is_none(),
             "b's hold was not renewed"
         );
+        ab.unlock().await.unwrap();
+        // A 30 s lease and a 60 s fallback poll: only a wake-up lets the waiter in in time.
+        let ab = slow
+            .multi_value_lock(group, ["a", "b"])
+            .lock()
+            .await
+            .unwrap();
+        let bc = slow.multi_value_lock(group, ["b", "c"]);
         let waiting = tokio::spawn(async move {
             bc.try_lock_for(Duration::from_secs(30), Some(Duration::from_secs(30)))
                 .await
