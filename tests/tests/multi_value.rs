@@ -225,6 +225,32 @@ async fn an_acquire_dropped_in_flight_leaves_no_field() {
 }
 
 #[tokio::test]
+async fn a_re_entry_dropped_in_flight_leaves_the_count_of_the_guards() {
+    let server = server();
+    let client = client(&server).await;
+    let mut conn = raw(&server).await;
+    let group = unique("mv-drop-reentry");
+    let lock = client
+        .multi_value_lock(&group, ["a", "b"])
+        .with_owner(Owner::unique());
+    let guard = lock.lock().await.unwrap();
+    let owner = guard.owner_id().to_string();
+    assert!(dropped_in_flight(&mut conn, lock.lock()).await);
+    client.wait_idle().await;
+    let layout = fields(&mut conn, &group).await;
+    for field in lock.fields() {
+        assert_eq!(
+            layout[&format!("{field}:{owner}:lock_count")],
+            "1",
+            "{layout:?}"
+        );
+    }
+    guard.unlock().await.unwrap();
+    let exists: bool = conn.exists(&group).await.unwrap();
+    assert!(!exists);
+}
+
+#[tokio::test]
 async fn force_unlock_frees_the_values_of_any_holder() {
     let server = server();
     let client = client(&server).await;

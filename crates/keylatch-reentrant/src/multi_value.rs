@@ -31,8 +31,9 @@ pub const MAX_VALUES: usize = 1000;
 ///   one call on one key, overlapping sets can never deadlock (no one holds part of a set
 ///   while waiting for the rest).
 /// - **Reentrancy**: per [`Owner`], per value (`with_owner`). An owner should take one value
-///   set per group: the undo of a lost request checks its hold count on every value against
-///   the guards of the whole group, and with several sets it leaves the hold to its lease.
+///   set per group: the undo of a lost request compares the count on every value with the
+///   owner's guards on the whole group, so with several sets such a request's values may stay
+///   held until the owner's holds on the group end.
 /// - **Leases**: without a lease the hold is in watchdog mode (renewed every third of the
 ///   client's watchdog timeout while the guard lives: each value's `expire_time` field and the
 ///   key's expiry); with a lease it ends after the lease.
