@@ -18,6 +18,9 @@
 mod backoff;
 mod handover;
 mod lock;
+mod multi_value;
+mod multi_value_hash;
+mod multi_value_release;
 mod reads;
 mod release;
 mod scripts;
@@ -25,5 +28,7 @@ mod spin;
 
 pub use backoff::SpinBackoff;
 pub use lock::ReentrantLock;
+pub use multi_value::{MAX_VALUES, MultiValueLock};
+pub use multi_value_release::MULTI_VALUE_SCRIPTS;
 pub use scripts::SCRIPTS;
 pub use spin::SpinLock;

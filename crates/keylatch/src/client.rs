@@ -47,6 +47,7 @@ impl Drop for LastClone {
 /// Every script of every primitive, preloaded at connect.
 fn all_scripts() -> Vec<&'static LuaScript> {
     let mut scripts = keylatch_reentrant::SCRIPTS.to_vec();
+    scripts.extend_from_slice(&keylatch_reentrant::MULTI_VALUE_SCRIPTS);
     scripts.extend_from_slice(keylatch_fair::SCRIPTS);
     scripts.extend_from_slice(keylatch_rwlock::SCRIPTS);
     scripts.extend_from_slice(keylatch_semaphore::SCRIPTS);
@@ -162,6 +163,21 @@ impl Client {
     /// [`SpinLock`](keylatch_reentrant::SpinLock)).
     pub fn spin_lock(&self, name: &str) -> keylatch_reentrant::SpinLock {
         keylatch_reentrant::SpinLock::new(&self.core, name)
+    }
+
+    /// The values `values` of the group `group`, locked all-or-nothing in one script call
+    /// (Redisson's `getMultiLock(group, values)`; see
+    /// [`MultiValueLock`](keylatch_reentrant::MultiValueLock)).
+    pub fn multi_value_lock<I, S>(
+        &self,
+        group: &str,
+        values: I,
+    ) -> keylatch_reentrant::MultiValueLock
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        keylatch_reentrant::MultiValueLock::new(&self.core, group, values)
     }
 
     /// The read-write lock `name` (see [`RwLock`]).

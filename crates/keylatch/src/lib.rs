@@ -80,7 +80,9 @@ pub use keylatch_redis::{
     TlsConfig, deadpool_redis, from_redis, redis,
 };
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
-pub use keylatch_reentrant::{ReentrantLock, SpinBackoff, SpinLock};
+pub use keylatch_reentrant::{
+    MAX_VALUES as MAX_MULTI_VALUES, MultiValueLock, ReentrantLock, SpinBackoff, SpinLock,
+};
 pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
 pub use keylatch_semaphore::{
     ExpirableSemaphoreLock, MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, PermitExpirableSemaphore,
