@@ -82,7 +82,12 @@ struct Worker {
 impl Worker {
     fn start(shared: &Shared, spec: &Spec<'_>) -> Worker {
         let child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "worker_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(worker::WORKER_ENV, "1")
             .env("KLZ_URL", spec.url)
             .env("KLZ_DIR", &shared.0)
@@ -118,7 +123,11 @@ impl Worker {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.code();
             }
-            assert!(Instant::now() < deadline, "worker {} did not exit", self.pid());
+            assert!(
+                Instant::now() < deadline,
+                "worker {} did not exit",
+                self.pid()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -174,14 +183,20 @@ async fn a_killed_holders_node_goes_with_its_session_and_the_next_process_gets_t
     let killed_at = Instant::now();
     assert_eq!(holder.exit_code().await, None, "killed by a signal");
     // The holder's node goes when its session expires; the waiter is next.
-    until("the waiter's hold", session + Duration::from_secs(30), || {
-        shared.count(1, "acquired") == 1
-    })
+    until(
+        "the waiter's hold",
+        session + Duration::from_secs(30),
+        || shared.count(1, "acquired") == 1,
+    )
     .await;
     let waited = killed_at.elapsed();
     assert_eq!(waiter.exit_code().await, Some(0));
     assert_eq!(overlaps(&shared, [0, 1]), 0);
-    assert_eq!(shared.count(0, "write"), 0, "the holder was killed mid-section");
+    assert_eq!(
+        shared.count(0, "write"),
+        0,
+        "the holder was killed mid-section"
+    );
     assert_eq!(shared.counter(), 1);
     assert_eq!(writes(&shared, [0, 1]), 1);
     // The stale entry of the killed process was seen, not taken for an overlap.
@@ -233,7 +248,11 @@ async fn a_paused_holder_sees_lost_before_it_touches_the_counter_again() {
     let after = log.iter().rposition(|l| l.starts_with("acquired")).unwrap();
     assert_eq!(log[after + 1..], ["lost".to_owned()], "{log:?}");
     assert_eq!(overlaps(&shared, [0, 1]), 0);
-    assert_eq!(shared.counter(), 3, "the paused process's increment must not land");
+    assert_eq!(
+        shared.counter(),
+        3,
+        "the paused process's increment must not land"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

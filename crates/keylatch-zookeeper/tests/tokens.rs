@@ -59,6 +59,9 @@ async fn tokens_increase_across_a_leader_change_and_a_full_restart() {
     assert!(strictly_increasing(&all), "{all:?}");
     // The epoch (the high 32 bits) moved with each election.
     let epoch = |i: usize| all[i] >> 32;
-    assert!(epoch(after_leader_change) > epoch(after_leader_change - 1), "{all:?}");
+    assert!(
+        epoch(after_leader_change) > epoch(after_leader_change - 1),
+        "{all:?}"
+    );
     assert!(epoch(after_restart) > epoch(after_restart - 1), "{all:?}");
 }
