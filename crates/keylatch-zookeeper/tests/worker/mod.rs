@@ -194,7 +194,13 @@ async fn run(s: Settings) -> i32 {
         let guard = match acquired {
             Ok(guard) => guard,
             Err(err) => {
-                log.emit(&format!("retry {err}"));
+                let mut why = err.to_string();
+                let mut source = std::error::Error::source(&err);
+                while let Some(cause) = source {
+                    why.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                log.emit(&format!("retry {why}"));
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
