@@ -220,7 +220,7 @@ pub(crate) async fn create_with(
                     return Err(shared.error(err));
                 }
             }
-            zk::Error::ConnectionLoss => {
+            err if crate::session::connection_lost(&err) => {
                 let pause = Backoff::nth(
                     Duration::from_millis(20),
                     Duration::from_millis(640),

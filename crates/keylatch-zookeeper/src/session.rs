@@ -206,13 +206,30 @@ impl Shared {
     }
 }
 
+/// Whether `err` says the connection went: `ConnectionLoss`, or an I/O error of the socket
+/// (a reset while a request was in flight, as when a leader dies) that the library passes on
+/// as a custom error.
+pub(crate) fn connection_lost(err: &zk::Error) -> bool {
+    if matches!(err, zk::Error::ConnectionLoss) {
+        return true;
+    }
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if cause.is::<std::io::Error>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
 /// keylatch's error for a zookeeper-client error: a lost connection is ambiguous
 /// ([`Error::Connection`]), a request timeout [`Error::Timeout`], refused credentials
 /// [`Error::Auth`], a closed client [`Error::Closed`]; the rest [`Error::Store`]. The
 /// library's error is the source.
 pub(crate) fn store_error(err: zk::Error, timeout: Duration) -> Error {
     match err {
-        zk::Error::ConnectionLoss => Error::Connection(StoreError::new(err)),
+        err if connection_lost(&err) => Error::Connection(StoreError::new(err)),
         zk::Error::Timeout => Error::Timeout { after: timeout },
         zk::Error::NoAuth | zk::Error::AuthFailed => Error::Auth(StoreError::new(err)),
         zk::Error::ClientClosed => Error::Closed,

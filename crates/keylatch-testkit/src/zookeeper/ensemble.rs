@@ -189,6 +189,23 @@ impl ZooKeeperEnsemble {
         }
     }
 
+    /// Stops every node (`SIGKILL`) and starts them all again on their ports with their
+    /// data (a full ensemble restart), then waits (at most `timeout`) for a leader as
+    /// [`wait_for_leader`](Self::wait_for_leader) does; returns its index.
+    ///
+    /// # Errors
+    ///
+    /// A node's restart error, or [`io::ErrorKind::TimedOut`] when no leader comes.
+    pub fn restart_all(&mut self, timeout: Duration) -> io::Result<usize> {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        for node in &mut self.nodes {
+            node.restart()?;
+        }
+        self.wait_for_leader(timeout)
+    }
+
     fn node_mut(&mut self, index: usize) -> io::Result<&mut ZooKeeperServer> {
         let len = self.nodes.len();
         self.nodes.get_mut(index).ok_or_else(|| {
