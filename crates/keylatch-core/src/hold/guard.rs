@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::hold::background::Background;
 use crate::hold::handle::HoldHandle;
 use crate::hold::key::{HoldKey, HoldState, HoldWatch};
+use crate::hold::reason::LossReason;
 use crate::hold::release::HoldRelease;
 use crate::owner::{Owner, OwnerId};
 
@@ -113,6 +114,22 @@ impl LockGuard {
     /// Whether the hold is lost (see [`lost`](LockGuard::lost)).
     pub fn is_lost(&self) -> bool {
         self.valid_until().is_none()
+    }
+
+    /// Why the hold is lost, or `None` while it is valid (whenever
+    /// [`is_lost`](LockGuard::is_lost) is true, this is `Some`). Reads no lock while the hold
+    /// is valid.
+    ///
+    /// ```
+    /// # async fn demo(guard: keylatch_core::LockGuard) {
+    /// guard.lost().await;
+    /// if let Some(why) = guard.loss_reason() {
+    ///     eprintln!("lost the lock {}: {why}", guard.name());
+    /// }
+    /// # }
+    /// ```
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.state.loss_reason()
     }
 
     /// Completes when the hold is lost: the watchdog found it gone, no renewal succeeded before

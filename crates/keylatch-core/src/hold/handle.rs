@@ -106,6 +106,7 @@ impl HoldHandle {
             entry.watched -= 1;
             if entry.watched == 0 {
                 entry.script = None;
+                self.key.set_renewing(false);
             }
         }
         guards

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::hold::handle::HoldHandle;
 use crate::hold::key::{HoldKey, UNREGISTERED, encode, lookup};
+use crate::hold::reason::LossReason;
 use crate::hold::release::HoldRelease;
 use crate::hold::renew::Renewal;
 use crate::hold::shared::{HoldEntry, PendingWork, Shared, begin_pending};
@@ -179,6 +180,7 @@ impl WatchdogRegistry {
                 entry.watched += 1;
                 entry.script = Some(script);
                 entry.lease = lease;
+                key.set_renewing(true);
             }
             key
         };
@@ -254,14 +256,20 @@ impl WatchdogRegistry {
     }
 
     /// Takes every hold out of the registry (the client is shutting down): each is marked lost
-    /// and returned with its release and how many guards share it, for the caller to release.
-    /// Holds no guard has attached a release to are dropped.
+    /// ([`LossReason::ClientShutdown`]) and returned with its release and how many guards share
+    /// it, for the caller to release. Holds no guard has attached a release to are dropped.
     pub fn take_all(&self) -> Vec<(Arc<dyn HoldRelease>, OwnerId, usize)> {
+        self.take_all_lost(LossReason::ClientShutdown)
+    }
+
+    /// As [`take_all`](Self::take_all), with the holds lost for `reason` (a store's session
+    /// ended, say).
+    pub fn take_all_lost(&self, reason: LossReason) -> Vec<(Arc<dyn HoldRelease>, OwnerId, usize)> {
         let mut holds = self.shared.holds.lock().expect("watchdog lock");
         holds
             .drain()
             .filter_map(|(key, entry)| {
-                key.mark_lost();
+                key.mark_lost(reason);
                 let (release, owner) = key.take_release()?;
                 Some((release, owner, entry.guards))
             })
@@ -403,7 +411,7 @@ mod tests {
         let now = Instant::now();
         let first = one.register(key.clone(), lease, Renewal::Lease, now);
         let second = two.register(key.clone(), lease, Renewal::Lease, now);
-        first.hold_key().mark_lost();
+        first.hold_key().mark_lost(LossReason::Gone);
         assert_eq!(first.state(), HoldState::Lost);
         assert!(matches!(second.state(), HoldState::Valid { .. }));
     }
@@ -423,7 +431,7 @@ mod tests {
         let lost = tokio::spawn(watch.lost());
         tokio::task::yield_now().await;
         assert!(!lost.is_finished());
-        handle.hold_key().mark_lost();
+        handle.hold_key().mark_lost(LossReason::Gone);
         handle
             .hold_key()
             .extend(Instant::now() + Duration::from_secs(60));

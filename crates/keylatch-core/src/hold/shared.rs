@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::hold::key::HoldKey;
+use crate::hold::reason::LossReason;
 use crate::hold::renew::RenewWith;
 
 #[derive(Debug, Default)]
@@ -41,13 +42,21 @@ pub(super) struct HoldEntry {
     pub(super) since: Instant,
 }
 
-/// Says that a hold is lost: a `warn` event with the key, the field and how long it was held.
-pub(super) fn report_lost(key: &HoldKey, entry: &HoldEntry, why: &'static str) {
+/// Says that a hold is lost: a `warn` event with the key, the field, how long it was held and
+/// why (`reason`, the [`LossReason`]'s text; `why`, the older, coarser text, kept for log
+/// queries written against it).
+pub(super) fn report_lost(key: &HoldKey, entry: &HoldEntry, reason: LossReason) {
     crate::telemetry::hold_lost();
+    let why = match reason {
+        LossReason::RenewalFailed { .. } => "no renewal succeeded before the lease ended",
+        LossReason::MaxHoldReached => "the maximum hold time was reached",
+        _ => "the server no longer has it",
+    };
     tracing::warn!(target: "keylatch::watchdog",
         key = %key.key(),
         field = %key.field(),
         held_ms = u64::try_from(entry.since.elapsed().as_millis()).unwrap_or(u64::MAX),
+        reason = %reason,
         why,
         "hold lost"
     );
