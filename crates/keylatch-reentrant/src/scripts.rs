@@ -27,13 +27,17 @@ pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing(
     include_str!("lua/force_unlock.lua"),
 );
 
+pub(crate) static EXTEND: LuaScript =
+    LuaScript::freeing("reentrant_extend", include_str!("lua/extend.lua"));
+
 /// Every script of the reentrant lock, for [`Client::preload`](keylatch_redis::Client::preload).
-pub static SCRIPTS: [&LuaScript; 5] = [
+pub static SCRIPTS: [&LuaScript; 6] = [
     &ACQUIRE,
     &RELEASE,
     &RELEASE_IF_COUNT,
     &RENEW_HASH_HOLDS,
     &FORCE_UNLOCK,
+    &EXTEND,
 ];
 
 /// The message published on the channel when the lock is fully released.

@@ -57,6 +57,8 @@ pub(super) struct HoldCell {
     /// Whether the watchdog renews it (a deadline that passes is then a failed renewal, not
     /// the end of a fixed lease).
     pub(super) renewing: AtomicBool,
+    /// Whether the watchdog stopped renewing it at its maximum hold time.
+    pub(super) capped: AtomicBool,
     /// When the first renewal not answered with success was sent ([`encode`]d, 0: none):
     /// since when renewals have been failing.
     pub(super) failing_since: AtomicU64,
@@ -121,6 +123,7 @@ impl HoldKey {
                 lost: Notify::new(),
                 reason: OnceLock::new(),
                 renewing: AtomicBool::new(false),
+                capped: AtomicBool::new(false),
                 failing_since: AtomicU64::new(0),
                 release: Mutex::new(None),
             }),
@@ -150,6 +153,22 @@ impl HoldKey {
         self.cell.state.fetch_max(encode(until), Ordering::AcqRel);
     }
 
+    /// Sets the deadline to `until`, earlier or later (a lost hold stays lost).
+    pub(crate) fn set_until(&self, until: Instant) {
+        let value = encode(until);
+        let _ = self
+            .cell
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                (state < UNREGISTERED).then_some(value)
+            });
+    }
+
+    /// The watchdog stopped renewing the hold: it reached its maximum hold time.
+    pub(crate) fn set_capped(&self) {
+        self.cell.capped.store(true, Ordering::Release);
+    }
+
     /// Marks the hold lost for `reason` (the first reason given stays).
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         let _ = self.cell.reason.set(reason);
@@ -160,6 +179,9 @@ impl HoldKey {
     /// Why the hold is lost, when its deadline passed unmarked: a fixed lease ran out, or no
     /// renewal succeeded in time.
     pub(crate) fn expired_reason(&self, until: Instant) -> LossReason {
+        if self.cell.capped.load(Ordering::Acquire) {
+            return LossReason::MaxHoldReached;
+        }
         if !self.cell.renewing.load(Ordering::Acquire) {
             return LossReason::LeaseExpired;
         }

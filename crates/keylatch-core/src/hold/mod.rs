@@ -9,6 +9,7 @@
 //! [`WatchdogRegistry::renewed`].
 
 pub(crate) mod background;
+pub(crate) mod extend;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod key;
@@ -20,6 +21,7 @@ pub(crate) mod schedule;
 pub(crate) mod shared;
 
 pub use background::{Acquisition, Background};
+pub use extend::{Extension, HoldExtend};
 pub use guard::{LockGuard, UndoGuard};
 pub use handle::HoldHandle;
 pub use key::{HoldKey, HoldState, HoldWatch};

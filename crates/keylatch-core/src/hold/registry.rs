@@ -14,7 +14,7 @@ use crate::hold::key::{HoldKey, UNREGISTERED, encode, lookup};
 use crate::hold::reason::LossReason;
 use crate::hold::release::HoldRelease;
 use crate::hold::renew::Renewal;
-use crate::hold::shared::{HoldEntry, PendingWork, Shared, begin_pending};
+use crate::hold::shared::{HoldEntry, PendingWork, Shared, begin_pending, schedule_lease};
 use crate::owner::OwnerId;
 
 /// The registry without keeping it alive: a store's renewal task holds this, and ends when
@@ -171,6 +171,7 @@ impl WatchdogRegistry {
                         script: None,
                         lease,
                         since: acquired_at,
+                        stop_at: None,
                     });
                     (key, entry)
                 }
@@ -187,19 +188,7 @@ impl WatchdogRegistry {
         if watched {
             // After the hold is in the map, not nested in its lock: a tick that drops unused
             // lease lengths sees the hold, or runs before this adds its lease back.
-            let mut schedule = self.shared.schedule.lock().expect("watchdog lock");
-            match schedule.entry(lease) {
-                Entry::Vacant(slot) => {
-                    slot.insert(first_tick);
-                    self.shared.rescheduled.notify_one();
-                }
-                Entry::Occupied(mut slot) => {
-                    if *slot.get() > latest_tick {
-                        slot.insert(first_tick);
-                        self.shared.rescheduled.notify_one();
-                    }
-                }
-            }
+            schedule_lease(&self.shared, lease, first_tick, latest_tick);
         }
         HoldHandle {
             shared: Some(self.shared.clone()),

@@ -87,6 +87,11 @@ impl WatchdogRegistry {
             if !due.contains(&entry.lease) {
                 continue;
             }
+            if entry.stop_at.is_some_and(|at| at <= now) {
+                // Its maximum hold time: no more renewals; the lease ends it.
+                key.set_capped();
+                continue;
+            }
             // Unrenewed from this attempt on, until one succeeds.
             key.renewal_due(now);
             let group = (with.addr(), entry.lease, partition(key.key()));
@@ -151,7 +156,10 @@ impl WatchdogRegistry {
             if *outcome == RenewalOutcome::Renewed {
                 shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
                 key.renewal_succeeded(sent_at);
-                key.extend(sent_at + group.lease);
+                // A hold taken out of watchdog mode meanwhile keeps the lease it was set to.
+                if slot.get().watched > 0 {
+                    key.extend(sent_at + group.lease);
+                }
             } else if slot.get().watched > 0 {
                 if *outcome == RenewalOutcome::Gone {
                     report_lost(key, slot.get(), LossReason::Gone);

@@ -40,6 +40,32 @@ pub(super) struct HoldEntry {
     pub(super) lease: Duration,
     /// When it was acquired, for the lost-hold event.
     pub(super) since: Instant,
+    /// When the watchdog stops renewing it (its maximum hold time), if ever.
+    pub(super) stop_at: Option<Instant>,
+}
+
+/// Schedules renewals of `lease`: the first at `first_tick`, or at the tick already scheduled
+/// if that comes no later than `latest_tick`. Call it after the hold is in the map, not nested
+/// in its lock.
+pub(super) fn schedule_lease(
+    shared: &Shared,
+    lease: Duration,
+    first_tick: Instant,
+    latest_tick: Instant,
+) {
+    let mut schedule = shared.schedule.lock().expect("watchdog lock");
+    match schedule.entry(lease) {
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(first_tick);
+            shared.rescheduled.notify_one();
+        }
+        std::collections::hash_map::Entry::Occupied(mut slot) => {
+            if *slot.get() > latest_tick {
+                slot.insert(first_tick);
+                shared.rescheduled.notify_one();
+            }
+        }
+    }
 }
 
 /// Says that a hold is lost: a `warn` event with the key, the field, how long it was held and
