@@ -144,3 +144,37 @@ async fn max_hold_stops_renewal_and_another_client_takes_the_lock() {
         .unwrap();
     assert!(taken.is_some(), "another client takes it after the cap");
 }
+
+#[tokio::test]
+async fn a_fair_lock_hold_is_extended_and_its_loss_found() {
+    let server = server();
+    let (client, other) = (client(&server).await, client(&server).await);
+    let name = unique("extend-fair");
+    let lease = Duration::from_secs(1);
+    let acquired = Instant::now();
+    let guard = client
+        .fair_lock(&name)
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    guard.extend(Duration::from_secs(3)).await.unwrap();
+    let mut refused = 0;
+    while acquired.elapsed() < lease + Duration::from_millis(500) {
+        assert!(
+            other
+                .fair_lock(&name)
+                .try_lock_for(Duration::ZERO, None)
+                .await
+                .unwrap()
+                .is_none(),
+            "another client took the fair lock within the extended lease"
+        );
+        refused += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refused >= 1);
+    let _: () = raw(&server).await.del(&name).await.unwrap();
+    let err = guard.extend(Duration::from_secs(1)).await.unwrap_err();
+    assert!(matches!(err, Error::NotHeld { .. }), "got {err:?}");
+    assert_eq!(guard.loss_reason(), Some(LossReason::Gone));
+}
