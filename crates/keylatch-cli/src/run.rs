@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keylatch::{
-    AcquireOptions, Client, Config, DistributedLock, Error, LockGuard, RedLock, RedLockGuard,
+    AcquireOptions, Client, Config, DistributedLock, Error, LockGuard, LossReason, RedLock,
+    RedLockGuard,
 };
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -58,7 +59,7 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
             return Err(failure);
         }
     };
-    let outcome = supervise(child, guard.lost(), &args).await;
+    let outcome = supervise(child, guard.lost(), || guard.loss_reason(), &args).await;
     if matches!(outcome, Ok(EX_LOST)) {
         // The hold is gone (or the server does not answer): nothing to wait for.
         guard.forget();
@@ -132,7 +133,13 @@ pub async fn run_redlock(mut configs: Vec<Config>, args: RunArgs) -> Result<u8, 
             return Err(failure);
         }
     };
-    let outcome = supervise(child, guard.lost(), &args).await;
+    let outcome = supervise(
+        child,
+        guard.lost(),
+        || guard.guards().iter().find_map(LockGuard::loss_reason),
+        &args,
+    )
+    .await;
     if matches!(outcome, Ok(EX_LOST)) {
         for part in guard.into_guards() {
             part.forget();
@@ -214,6 +221,7 @@ async fn lock_for(client: &Client, args: &RunArgs) -> Result<Arc<dyn Distributed
 async fn supervise(
     mut child: Child,
     lost: impl std::future::Future<Output = ()>,
+    reason: impl Fn() -> Option<LossReason>,
     args: &RunArgs,
 ) -> Result<u8, Failure> {
     let pid = child
@@ -230,7 +238,15 @@ async fn supervise(
             _ = sigint.recv() => forward(pid, Signal::SIGINT),
             _ = sigterm.recv() => forward(pid, Signal::SIGTERM),
             () = &mut lost, if watching => {
-                eprintln!("keylatch: lost the lock {:?} while the command ran", args.name);
+                match reason() {
+                    Some(why) => eprintln!(
+                        "keylatch: lost the lock {:?} while the command ran: {why}",
+                        args.name
+                    ),
+                    None => {
+                        eprintln!("keylatch: lost the lock {:?} while the command ran", args.name);
+                    }
+                }
                 if args.on_lost == OnLost::Ignore {
                     watching = false;
                     continue;

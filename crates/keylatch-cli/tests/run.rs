@@ -604,6 +604,11 @@ fn on_lost_ignore_lets_the_command_finish_with_its_own_code() {
     assert_eq!(server.cli(&["DEL", "cli-ignore"]).unwrap(), "1", "held");
     let seen = wait_for_line(&lines, "lost the lock");
     println!("stderr: {seen:?}");
+    assert!(
+        seen.last()
+            .is_some_and(|l| l.ends_with(": the server no longer has it")),
+        "the message names why: {seen:?}"
+    );
     // The loss is known; the command still runs and ends when it will.
     std::fs::write(&go, "").unwrap();
     let status = wait_within(

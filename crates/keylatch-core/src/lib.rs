@@ -32,7 +32,7 @@ pub use backoff::Backoff;
 pub use error::{Error, Result, StoreError, UnfinishedRelease};
 pub use hold::{
     Acquisition, Background, HoldHandle, HoldKey, HoldRelease, HoldState, HoldWatch, LockGuard,
-    PendingWork, ReleaseTicket, Renewal, UndoGuard, WatchdogRegistry, WatchdogStats,
+    LossReason, PendingWork, ReleaseTicket, Renewal, UndoGuard, WatchdogRegistry, WatchdogStats,
 };
 pub use lock::{
     AcquireOptions, Attempt, DistributedLock, TRANSIENT_RETRIES, deadline_after, jitter, retrying,

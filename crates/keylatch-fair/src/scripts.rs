@@ -41,6 +41,8 @@ pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::freeing(
         include_str!("lua/refresh_waiters.lua")
     ),
 );
+pub(crate) static EXTEND: LuaScript =
+    LuaScript::freeing("fair_extend", include_str!("lua/extend.lua"));
 pub(crate) static QUEUE: LuaScript =
     LuaScript::freeing("fair_queue", include_str!("lua/queue.lua"));
 
@@ -54,4 +56,5 @@ pub static SCRIPTS: &[&LuaScript] = &[
     &RENEW_HASH_HOLDS,
     &REFRESH_WAITERS,
     &QUEUE,
+    &EXTEND,
 ];

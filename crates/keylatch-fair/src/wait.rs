@@ -304,6 +304,7 @@ impl FairLock {
             hold,
             token,
         )
+        .extendable(self.release.clone())
     }
 
     /// Makes sure the watchdog refreshes this waiter's deadline: registers it after the first

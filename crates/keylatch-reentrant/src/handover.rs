@@ -66,14 +66,17 @@ impl ReentrantLock {
                     RENEW_HASH_HOLDS.renewal(),
                     sent_at,
                 );
-                Ok(Some(LockGuard::new(
-                    self.client.background().clone(),
-                    self.name.clone(),
-                    owner,
-                    self.release.clone(),
-                    hold,
-                    None,
-                )))
+                Ok(Some(
+                    LockGuard::new(
+                        self.client.background().clone(),
+                        self.name.clone(),
+                        owner,
+                        self.release.clone(),
+                        hold,
+                        None,
+                    )
+                    .extendable(self.release.clone()),
+                ))
             }
             _ => Err(Error::UnexpectedReply {
                 what: "reentrant_adopt",

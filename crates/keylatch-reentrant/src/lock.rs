@@ -50,6 +50,8 @@ pub struct ReentrantLock {
     fencing: bool,
     /// `false` for [`ReentrantLock::non_reentrant`].
     reentrant: bool,
+    /// The longest a watchdog-mode hold is renewed (see [`ReentrantLock::with_max_hold`]).
+    max_hold: Option<Duration>,
     pub(crate) release: Arc<ReentrantRelease>,
 }
 
@@ -87,6 +89,7 @@ impl ReentrantLock {
             owner: None,
             fencing: false,
             reentrant: true,
+            max_hold: None,
         }
     }
 
@@ -106,6 +109,18 @@ impl ReentrantLock {
     pub fn with_fencing(&self, enabled: bool) -> Self {
         let mut handle = self.clone();
         handle.fencing = enabled;
+        handle
+    }
+
+    /// Caps how long the watchdog renews a hold acquired without a lease: from `max` after the
+    /// acquisition on it renews no more, the hold ends when its last renewal's lease does (at
+    /// most the watchdog timeout later), and its guard reports it lost with
+    /// [`LossReason::MaxHoldReached`](keylatch_core::LossReason::MaxHoldReached). Holds with
+    /// a fixed lease are not affected. The handle it is called on keeps its own setting.
+    #[must_use]
+    pub fn with_max_hold(&self, max: Duration) -> Self {
+        let mut handle = self.clone();
+        handle.max_hold = Some(max);
         handle
     }
 
@@ -292,14 +307,20 @@ impl ReentrantLock {
             _ => return Err(self.unexpected()),
         };
         let hold = watchdog.register(hold_key.clone(), lease, renewal, sent_at);
-        Ok(Attempt::Done(LockGuard::new(
-            self.client.background().clone(),
-            self.name.clone(),
-            owner,
-            self.release.clone(),
-            hold,
-            token,
-        )))
+        if let (Some(max), true) = (self.max_hold, hold.is_watched()) {
+            hold.set_max_hold(sent_at + max);
+        }
+        Ok(Attempt::Done(
+            LockGuard::new(
+                self.client.background().clone(),
+                self.name.clone(),
+                owner,
+                self.release.clone(),
+                hold,
+                token,
+            )
+            .extendable(self.release.clone()),
+        ))
     }
 
     fn unexpected(&self) -> Error {

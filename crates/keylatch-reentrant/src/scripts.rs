@@ -29,15 +29,18 @@ pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing(
 
 pub(crate) static ADOPT: LuaScript =
     LuaScript::freeing("reentrant_adopt", include_str!("lua/adopt.lua"));
+pub(crate) static EXTEND: LuaScript =
+    LuaScript::freeing("reentrant_extend", include_str!("lua/extend.lua"));
 
 /// Every script of the reentrant lock, for [`Client::preload`](keylatch_redis::Client::preload).
-pub static SCRIPTS: [&LuaScript; 6] = [
+pub static SCRIPTS: [&LuaScript; 7] = [
     &ACQUIRE,
     &ADOPT,
     &RELEASE,
     &RELEASE_IF_COUNT,
     &RENEW_HASH_HOLDS,
     &FORCE_UNLOCK,
+    &EXTEND,
 ];
 
 /// The message published on the channel when the lock is fully released.

@@ -85,6 +85,12 @@ impl Permit {
         self.guard.is_lost()
     }
 
+    /// Why the permit is lost, or `None` while it is held (see
+    /// [`LockGuard::loss_reason`](keylatch_core::LockGuard::loss_reason)).
+    pub fn loss_reason(&self) -> Option<keylatch_core::LossReason> {
+        self.guard.loss_reason()
+    }
+
     /// Completes when the permit is lost: a renewal found it gone, none succeeded before the
     /// lease's local deadline, or a fixed lease ran out. The future owns what it needs.
     ///

@@ -104,6 +104,12 @@ impl SemaphorePermit {
         self.guard.is_lost()
     }
 
+    /// Why the permit is lost, or `None` while it is held (see
+    /// [`LockGuard::loss_reason`](keylatch_core::LockGuard::loss_reason)).
+    pub fn loss_reason(&self) -> Option<keylatch_core::LossReason> {
+        self.guard.loss_reason()
+    }
+
     /// Completes when the permits are no longer held: a lease given at acquire ran out (this
     /// process gave them back), or the client shut down. The future owns what it needs.
     ///

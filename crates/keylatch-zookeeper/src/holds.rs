@@ -80,7 +80,7 @@ pub(crate) fn make_guard(
     // A session that ended while this was acquired: its watcher has already marked the holds
     // lost, so this one is marked now.
     if shared.session_ended() {
-        shared.lose_all();
+        shared.lose_all(keylatch_core::LossReason::SessionExpired);
     }
     guard
 }

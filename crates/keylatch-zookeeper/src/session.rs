@@ -251,9 +251,9 @@ impl Shared {
 
     /// Every hold of this client is lost: each guard's `lost()` completes. Returns the nodes
     /// they had (already gone when the session ended; to delete when it is only taken as lost).
-    pub(crate) fn lose_all(&self) -> Vec<String> {
+    pub(crate) fn lose_all(&self, reason: keylatch_core::LossReason) -> Vec<String> {
         // The releases are dropped: the nodes are dealt with by the caller.
-        let taken = self.background.registry().take_all();
+        let taken = self.background.registry().take_all_lost(reason);
         drop(taken);
         self.drain()
     }

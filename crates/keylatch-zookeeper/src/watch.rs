@@ -9,6 +9,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use keylatch_core::LossReason;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -66,7 +67,7 @@ pub(crate) fn spawn(
                     | zk::SessionState::Closed
                     | zk::SessionState::AuthFailed => {
                         if let Some(shared) = shared.upgrade() {
-                            let nodes = shared.lose_all();
+                            let nodes = shared.lose_all(LossReason::SessionExpired);
                             if !nodes.is_empty() {
                                 tracing::warn!(target: "keylatch::zookeeper", ?state, holds = nodes.len(), "session ended: holds lost");
                             }
@@ -76,8 +77,8 @@ pub(crate) fn spawn(
                 },
                 () = expiry => {
                     // Once per disconnection.
-                    disconnected_at = None;
-                    bound_passed(&shared);
+                    let since = disconnected_at.take();
+                    bound_passed(&shared, since.map_or(Duration::ZERO, |at| at.elapsed()));
                 }
                 _ = &mut stop => return,
             }
@@ -87,11 +88,11 @@ pub(crate) fn spawn(
 
 /// A disconnection outlasted the bound: every hold is lost, and its node is deleted once the
 /// session is back (if it comes back).
-fn bound_passed(shared: &Weak<Shared>) {
+fn bound_passed(shared: &Weak<Shared>, for_: Duration) {
     let Some(shared) = shared.upgrade() else {
         return;
     };
-    let nodes = shared.lose_all();
+    let nodes = shared.lose_all(LossReason::Disconnected { for_ });
     if nodes.is_empty() {
         return;
     }

@@ -3,10 +3,14 @@
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::hold::key::{HoldKey, HoldState, HoldWatch, LOST};
 use crate::hold::release::HoldRelease;
-use crate::hold::shared::{HoldEntry, PendingWork, Shared, begin_pending};
+use crate::hold::renew::Renewal;
+use crate::hold::shared::{HoldEntry, PendingWork, Shared, begin_pending, schedule_lease};
 use crate::owner::OwnerId;
 
 /// One guard's registration of a hold. Dropping it deregisters the guard.
@@ -80,6 +84,58 @@ impl HoldHandle {
         }
     }
 
+    /// Whether this guard's registration is in watchdog mode.
+    pub fn is_watched(&self) -> bool {
+        self.watched
+    }
+
+    /// Stops the watchdog renewing the hold from `at` on (its maximum hold time; the earliest
+    /// given stays). The hold then ends when its last renewal's lease does, and is reported
+    /// lost with [`LossReason::MaxHoldReached`](crate::LossReason::MaxHoldReached).
+    pub fn set_max_hold(&self, at: Instant) {
+        self.with_entry(|e| e.stop_at = Some(e.stop_at.map_or(at, |old| old.min(at))));
+    }
+
+    /// Switches this registration to `renewal` with `lease`, the hold valid `until` (the
+    /// server's lease was just set): [`Renewal::Lease`] leaves watchdog mode (the hold is still
+    /// renewed while another guard on it is in watchdog mode), [`Renewal::Watchdog`] enters
+    /// it, first renewed a third of the lease from now.
+    pub fn set_renewal(&mut self, renewal: Renewal, lease: Duration, until: Instant) {
+        let watch = matches!(renewal, Renewal::Watchdog(_));
+        let watched = self.watched;
+        let key = self.key.clone();
+        let changed = self.with_entry(|e| {
+            match renewal {
+                Renewal::Watchdog(script) => {
+                    if !watched {
+                        e.watched += 1;
+                    }
+                    e.script = Some(script);
+                    e.lease = lease;
+                    key.set_renewing(true);
+                }
+                Renewal::Lease => {
+                    if watched {
+                        e.watched -= 1;
+                        if e.watched == 0 {
+                            e.script = None;
+                            key.set_renewing(false);
+                        }
+                    }
+                }
+            }
+            key.set_until(until);
+        });
+        if changed.is_none() {
+            return;
+        }
+        self.watched = watch;
+        if let (true, Some(shared)) = (watch, self.shared.as_ref()) {
+            let now = Instant::now();
+            schedule_lease(shared, lease, now + lease / 3, now + lease * 2 / 3);
+        }
+    }
+
     /// Deregisters now (also done on drop). Returns how many guards of this client shared the
     /// hold, this one included (0 if it had already left the registry).
     pub fn release(&mut self) -> usize {
@@ -106,6 +162,7 @@ impl HoldHandle {
             entry.watched -= 1;
             if entry.watched == 0 {
                 entry.script = None;
+                self.key.set_renewing(false);
             }
         }
         guards

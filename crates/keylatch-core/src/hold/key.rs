@@ -2,13 +2,14 @@
 //! state in an atomic next to them), [`HoldState`], and [`HoldWatch`], the view a guard keeps.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::hold::reason::LossReason;
 use crate::hold::release::HoldRelease;
 use crate::owner::OwnerId;
 
@@ -51,6 +52,16 @@ pub(super) struct HoldCell {
     pub(super) state: AtomicU64,
     /// Woken when the hold is marked lost.
     pub(super) lost: Notify,
+    /// Why it was lost: set once, before the state becomes [`LOST`].
+    pub(super) reason: OnceLock<LossReason>,
+    /// Whether the watchdog renews it (a deadline that passes is then a failed renewal, not
+    /// the end of a fixed lease).
+    pub(super) renewing: AtomicBool,
+    /// Whether the watchdog stopped renewing it at its maximum hold time.
+    pub(super) capped: AtomicBool,
+    /// When the first renewal not answered with success was sent ([`encode`]d, 0: none):
+    /// since when renewals have been failing.
+    pub(super) failing_since: AtomicU64,
     /// How to release the hold, once a guard has attached it: what the client's shutdown
     /// uses. Taken out when the hold leaves the registry (it holds the client).
     pub(super) release: Mutex<Option<(Arc<dyn HoldRelease>, OwnerId)>>,
@@ -81,6 +92,10 @@ pub(super) fn encode(until: Instant) -> u64 {
         .min(UNREGISTERED - 1)
 }
 
+fn decode_instant(state: u64) -> Instant {
+    epoch() + Duration::from_nanos(state)
+}
+
 pub(super) fn decode(state: u64) -> HoldState {
     if state >= UNREGISTERED {
         HoldState::Lost
@@ -106,6 +121,10 @@ impl HoldKey {
                 text,
                 state: AtomicU64::new(UNREGISTERED),
                 lost: Notify::new(),
+                reason: OnceLock::new(),
+                renewing: AtomicBool::new(false),
+                capped: AtomicBool::new(false),
+                failing_since: AtomicU64::new(0),
                 release: Mutex::new(None),
             }),
         }
@@ -134,9 +153,81 @@ impl HoldKey {
         self.cell.state.fetch_max(encode(until), Ordering::AcqRel);
     }
 
-    pub(crate) fn mark_lost(&self) {
+    /// Sets the deadline to `until`, earlier or later (a lost hold stays lost).
+    pub(crate) fn set_until(&self, until: Instant) {
+        let value = encode(until);
+        let _ = self
+            .cell
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                (state < UNREGISTERED).then_some(value)
+            });
+    }
+
+    /// The watchdog stopped renewing the hold: it reached its maximum hold time.
+    pub(crate) fn set_capped(&self) {
+        self.cell.capped.store(true, Ordering::Release);
+    }
+
+    /// Marks the hold lost for `reason` (the first reason given stays).
+    pub(crate) fn mark_lost(&self, reason: LossReason) {
+        let _ = self.cell.reason.set(reason);
         self.cell.state.store(LOST, Ordering::Release);
         self.cell.lost.notify_waiters();
+    }
+
+    /// Why the hold is lost, when its deadline passed unmarked: a fixed lease ran out, or no
+    /// renewal succeeded in time.
+    pub(crate) fn expired_reason(&self, until: Instant) -> LossReason {
+        if self.cell.capped.load(Ordering::Acquire) {
+            return LossReason::MaxHoldReached;
+        }
+        if !self.cell.renewing.load(Ordering::Acquire) {
+            return LossReason::LeaseExpired;
+        }
+        let since = match self.cell.failing_since.load(Ordering::Acquire) {
+            0 => None,
+            raw => Some(decode_instant(raw)),
+        };
+        let for_ = since.map_or(Duration::ZERO, |since| {
+            until.saturating_duration_since(since)
+        });
+        LossReason::RenewalFailed { for_ }
+    }
+
+    /// Records whether the watchdog renews the hold.
+    pub(crate) fn set_renewing(&self, renewing: bool) {
+        self.cell.renewing.store(renewing, Ordering::Release);
+    }
+
+    /// A renewal was sent at `at` (the first of those not answered with success is kept).
+    pub(crate) fn renewal_due(&self, at: Instant) {
+        let _ = self.cell.failing_since.compare_exchange(
+            0,
+            encode(at).max(1),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// A renewal sent at `sent_at` succeeded: renewals sent since then are not failing yet.
+    pub(crate) fn renewal_succeeded(&self, sent_at: Instant) {
+        let sent = encode(sent_at);
+        let _ =
+            self.cell
+                .failing_since
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |since| {
+                    (since != 0 && since <= sent).then_some(0)
+                });
+    }
+
+    /// Why the hold is lost, or `None` while it is valid.
+    pub(crate) fn loss_reason(&self) -> Option<LossReason> {
+        match self.state() {
+            HoldState::Valid { until } if until > Instant::now() => None,
+            HoldState::Valid { until } => Some(self.expired_reason(until)),
+            HoldState::Lost => Some(self.cell.reason.get().copied().unwrap_or(LossReason::Gone)),
+        }
     }
 
     /// The release a guard attached, taken out (the hold left the registry).
@@ -225,6 +316,12 @@ impl HoldWatch {
             HoldState::Valid { until } if until <= Instant::now() => HoldState::Lost,
             other => other,
         }
+    }
+
+    /// Why the hold is lost, or `None` while it is valid (see
+    /// [`LockGuard::loss_reason`](crate::LockGuard::loss_reason)).
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.key.loss_reason()
     }
 
     /// Completes when the hold is lost: marked lost by the watchdog or the client's shutdown,

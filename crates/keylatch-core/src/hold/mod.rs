@@ -9,9 +9,11 @@
 //! [`WatchdogRegistry::renewed`].
 
 pub(crate) mod background;
+pub(crate) mod extend;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod key;
+pub(crate) mod reason;
 pub(crate) mod registry;
 pub(crate) mod release;
 pub(crate) mod renew;
@@ -19,9 +21,11 @@ pub(crate) mod schedule;
 pub(crate) mod shared;
 
 pub use background::{Acquisition, Background};
+pub use extend::{Extension, HoldExtend};
 pub use guard::{LockGuard, UndoGuard};
 pub use handle::HoldHandle;
 pub use key::{HoldKey, HoldState, HoldWatch};
+pub use reason::LossReason;
 pub use registry::{WatchdogRegistry, WatchdogStats, WeakRegistry};
 pub use release::{HoldRelease, ReleaseTicket};
 pub use renew::{RenewWith, Renewal, RenewalGroup, RenewalOutcome};

@@ -11,9 +11,10 @@ use tokio::time::Instant;
 
 use crate::hold::handle::HoldHandle;
 use crate::hold::key::{HoldKey, UNREGISTERED, encode, lookup};
+use crate::hold::reason::LossReason;
 use crate::hold::release::HoldRelease;
 use crate::hold::renew::Renewal;
-use crate::hold::shared::{HoldEntry, PendingWork, Shared, begin_pending};
+use crate::hold::shared::{HoldEntry, PendingWork, Shared, begin_pending, schedule_lease};
 use crate::owner::OwnerId;
 
 /// The registry without keeping it alive: a store's renewal task holds this, and ends when
@@ -170,6 +171,7 @@ impl WatchdogRegistry {
                         script: None,
                         lease,
                         since: acquired_at,
+                        stop_at: None,
                     });
                     (key, entry)
                 }
@@ -179,25 +181,14 @@ impl WatchdogRegistry {
                 entry.watched += 1;
                 entry.script = Some(script);
                 entry.lease = lease;
+                key.set_renewing(true);
             }
             key
         };
         if watched {
             // After the hold is in the map, not nested in its lock: a tick that drops unused
             // lease lengths sees the hold, or runs before this adds its lease back.
-            let mut schedule = self.shared.schedule.lock().expect("watchdog lock");
-            match schedule.entry(lease) {
-                Entry::Vacant(slot) => {
-                    slot.insert(first_tick);
-                    self.shared.rescheduled.notify_one();
-                }
-                Entry::Occupied(mut slot) => {
-                    if *slot.get() > latest_tick {
-                        slot.insert(first_tick);
-                        self.shared.rescheduled.notify_one();
-                    }
-                }
-            }
+            schedule_lease(&self.shared, lease, first_tick, latest_tick);
         }
         HoldHandle {
             shared: Some(self.shared.clone()),
@@ -254,14 +245,20 @@ impl WatchdogRegistry {
     }
 
     /// Takes every hold out of the registry (the client is shutting down): each is marked lost
-    /// and returned with its release and how many guards share it, for the caller to release.
-    /// Holds no guard has attached a release to are dropped.
+    /// ([`LossReason::ClientShutdown`]) and returned with its release and how many guards share
+    /// it, for the caller to release. Holds no guard has attached a release to are dropped.
     pub fn take_all(&self) -> Vec<(Arc<dyn HoldRelease>, OwnerId, usize)> {
+        self.take_all_lost(LossReason::ClientShutdown)
+    }
+
+    /// As [`take_all`](Self::take_all), with the holds lost for `reason` (a store's session
+    /// ended, say).
+    pub fn take_all_lost(&self, reason: LossReason) -> Vec<(Arc<dyn HoldRelease>, OwnerId, usize)> {
         let mut holds = self.shared.holds.lock().expect("watchdog lock");
         holds
             .drain()
             .filter_map(|(key, entry)| {
-                key.mark_lost();
+                key.mark_lost(reason);
                 let (release, owner) = key.take_release()?;
                 Some((release, owner, entry.guards))
             })
@@ -403,7 +400,7 @@ mod tests {
         let now = Instant::now();
         let first = one.register(key.clone(), lease, Renewal::Lease, now);
         let second = two.register(key.clone(), lease, Renewal::Lease, now);
-        first.hold_key().mark_lost();
+        first.hold_key().mark_lost(LossReason::Gone);
         assert_eq!(first.state(), HoldState::Lost);
         assert!(matches!(second.state(), HoldState::Valid { .. }));
     }
@@ -423,7 +420,7 @@ mod tests {
         let lost = tokio::spawn(watch.lost());
         tokio::task::yield_now().await;
         assert!(!lost.is_finished());
-        handle.hold_key().mark_lost();
+        handle.hold_key().mark_lost(LossReason::Gone);
         handle
             .hold_key()
             .extend(Instant::now() + Duration::from_secs(60));

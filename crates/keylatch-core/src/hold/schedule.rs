@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::hold::key::{HoldKey, HoldState};
+use crate::hold::reason::LossReason;
 use crate::hold::registry::WatchdogRegistry;
 use crate::hold::renew::{RenewalGroup, RenewalOutcome};
 use crate::hold::shared::{HoldEntry, Shared, report_lost};
@@ -65,10 +66,14 @@ impl WatchdogRegistry {
         let mut open: HashMap<(usize, Duration, Option<u16>), usize> = HashMap::new();
         let mut holds = shared.holds.lock().expect("watchdog lock");
         holds.retain(|key, entry| {
-            let expired = matches!(key.state(), HoldState::Valid { until } if until <= now);
-            if expired && entry.watched > 0 {
-                report_lost(key, entry, "no renewal succeeded before the lease ended");
-                key.mark_lost();
+            let expired = match key.state() {
+                HoldState::Valid { until } if until <= now => Some(until),
+                _ => None,
+            };
+            if let Some(until) = expired.filter(|_| entry.watched > 0) {
+                let reason = key.expired_reason(until);
+                report_lost(key, entry, reason);
+                key.mark_lost(reason);
                 key.take_release();
                 return false;
             }
@@ -82,6 +87,13 @@ impl WatchdogRegistry {
             if !due.contains(&entry.lease) {
                 continue;
             }
+            if entry.stop_at.is_some_and(|at| at <= now) {
+                // Its maximum hold time: no more renewals; the lease ends it.
+                key.set_capped();
+                continue;
+            }
+            // Unrenewed from this attempt on, until one succeeds.
+            key.renewal_due(now);
             let group = (with.addr(), entry.lease, partition(key.key()));
             match open.get(&group) {
                 Some(&index) if groups[index].holds.len() < batch => {
@@ -143,12 +155,16 @@ impl WatchdogRegistry {
             );
             if *outcome == RenewalOutcome::Renewed {
                 shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
-                key.extend(sent_at + group.lease);
+                key.renewal_succeeded(sent_at);
+                // A hold taken out of watchdog mode meanwhile keeps the lease it was set to.
+                if slot.get().watched > 0 {
+                    key.extend(sent_at + group.lease);
+                }
             } else if slot.get().watched > 0 {
                 if *outcome == RenewalOutcome::Gone {
-                    report_lost(key, slot.get(), "the server no longer has it");
+                    report_lost(key, slot.get(), LossReason::Gone);
                 }
-                key.mark_lost();
+                key.mark_lost(LossReason::Gone);
                 key.take_release();
                 slot.remove();
             }

@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::hold::key::HoldKey;
+use crate::hold::reason::LossReason;
 use crate::hold::renew::RenewWith;
 
 #[derive(Debug, Default)]
@@ -39,15 +40,49 @@ pub(super) struct HoldEntry {
     pub(super) lease: Duration,
     /// When it was acquired, for the lost-hold event.
     pub(super) since: Instant,
+    /// When the watchdog stops renewing it (its maximum hold time), if ever.
+    pub(super) stop_at: Option<Instant>,
 }
 
-/// Says that a hold is lost: a `warn` event with the key, the field and how long it was held.
-pub(super) fn report_lost(key: &HoldKey, entry: &HoldEntry, why: &'static str) {
+/// Schedules renewals of `lease`: the first at `first_tick`, or at the tick already scheduled
+/// if that comes no later than `latest_tick`. Call it after the hold is in the map, not nested
+/// in its lock.
+pub(super) fn schedule_lease(
+    shared: &Shared,
+    lease: Duration,
+    first_tick: Instant,
+    latest_tick: Instant,
+) {
+    let mut schedule = shared.schedule.lock().expect("watchdog lock");
+    match schedule.entry(lease) {
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(first_tick);
+            shared.rescheduled.notify_one();
+        }
+        std::collections::hash_map::Entry::Occupied(mut slot) => {
+            if *slot.get() > latest_tick {
+                slot.insert(first_tick);
+                shared.rescheduled.notify_one();
+            }
+        }
+    }
+}
+
+/// Says that a hold is lost: a `warn` event with the key, the field, how long it was held and
+/// why (`reason`, the [`LossReason`]'s text; `why`, the older, coarser text, kept for log
+/// queries written against it).
+pub(super) fn report_lost(key: &HoldKey, entry: &HoldEntry, reason: LossReason) {
     crate::telemetry::hold_lost();
+    let why = match reason {
+        LossReason::RenewalFailed { .. } => "no renewal succeeded before the lease ended",
+        LossReason::MaxHoldReached => "the maximum hold time was reached",
+        _ => "the server no longer has it",
+    };
     tracing::warn!(target: "keylatch::watchdog",
         key = %key.key(),
         field = %key.field(),
         held_ms = u64::try_from(entry.since.elapsed().as_millis()).unwrap_or(u64::MAX),
+        reason = %reason,
         why,
         "hold lost"
     );

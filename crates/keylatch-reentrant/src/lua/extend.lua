@@ -1,0 +1,18 @@
+-- keylatch reentrant lock: change the lease of an owner's hold, if it is still the owner's.
+-- KEYS[1] the lock hash
+-- ARGV[1] milliseconds, ARGV[2] owner id, ARGV[3] '1': add to what is left, '0': set it
+-- Returns the lease left afterwards in ms; -1 when the owner does not hold the lock; -2 when
+-- the key has no expiry (it is not a lease this script may change).
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return -1
+end
+local ms = tonumber(ARGV[1])
+if ARGV[3] == '1' then
+  local left = redis.call('pttl', KEYS[1])
+  if left < 0 then
+    return -2
+  end
+  ms = left + ms
+end
+redis.call('pexpire', KEYS[1], ms)
+return ms
