@@ -26,6 +26,7 @@ pub mod lock;
 pub mod names;
 mod owner;
 mod secret;
+mod settings;
 pub mod telemetry;
 
 pub use backoff::Backoff;
@@ -43,3 +44,4 @@ pub use owner::{Owner, OwnerId, OwnerIdText, ParseOwnerIdError};
 /// The `secrecy` crate, whose `SecretString` holds passwords.
 pub use secrecy;
 pub use secret::{SecretUrl, redact_url};
+pub use settings::HoldSettings;

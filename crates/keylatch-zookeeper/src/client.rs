@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch_core::{Background, Error, Result, StoreError, WatchdogRegistry};
+use keylatch_core::{Background, Error, HoldSettings, Result, StoreError, WatchdogRegistry};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -40,9 +40,8 @@ pub struct ZkConfig {
     connection_timeout: Duration,
     base_path: String,
     disconnect_loss: DisconnectLoss,
-    release_timeout: Duration,
-    settle_window: Duration,
-    shutdown_timeout: Duration,
+    /// What every store shares: the release and shutdown timeouts, the settle window.
+    hold: HoldSettings,
 }
 
 impl Default for ZkConfig {
@@ -52,9 +51,7 @@ impl Default for ZkConfig {
             connection_timeout: Duration::from_secs(5),
             base_path: "/keylatch".to_owned(),
             disconnect_loss: DisconnectLoss::default(),
-            release_timeout: Duration::from_secs(5),
-            settle_window: Duration::from_secs(10),
-            shutdown_timeout: Duration::from_secs(10),
+            hold: HoldSettings::default().with_settle_window(Duration::from_secs(10)),
         }
     }
 }
@@ -88,13 +85,13 @@ impl ZkConfig {
 
     /// The longest an `unlock().await` waits for the server. Default 5 s.
     pub fn with_release_timeout(mut self, timeout: Duration) -> Self {
-        self.release_timeout = timeout;
+        self.hold = self.hold.with_release_timeout(timeout);
         self
     }
 
     /// The longest [`ZkClient::shutdown`] waits for releases. Default 10 s.
     pub fn with_shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
+        self.hold = self.hold.with_shutdown_timeout(timeout);
         self
     }
 
@@ -114,9 +111,7 @@ impl ZkConfig {
         if self.connection_timeout.is_zero() {
             return invalid("connection_timeout", "must not be zero");
         }
-        if self.release_timeout.is_zero() || self.shutdown_timeout.is_zero() {
-            return invalid("release_timeout", "timeouts must not be zero");
-        }
+        self.hold.validate()?;
         if let DisconnectLoss::After(bound) = self.disconnect_loss
             && bound.is_zero()
         {
@@ -205,7 +200,7 @@ impl ZkClient {
         }
         let states = client.state_watcher();
         let registry = WatchdogRegistry::new();
-        let background = Background::new(registry, config.release_timeout, config.settle_window);
+        let background = Background::new(registry, config.hold);
         let (stop, stopped) = oneshot::channel();
         let base = config.base_path.clone();
         let shared = Arc::new(Shared::new(client, background, base, acls, stop));
@@ -292,7 +287,7 @@ impl ZkClient {
     /// # Cancel safety
     /// Not cancel safe: a dropped shutdown may leave the session open until the client drops.
     pub async fn shutdown(&self) -> Result<()> {
-        let limit = self.config.shutdown_timeout;
+        let limit = self.config.hold.shutdown_timeout();
         let deadline = Instant::now() + limit;
         let result = self.shared.background.shutdown(deadline, limit).await;
         if let Some(client) = self.shared.take_client() {

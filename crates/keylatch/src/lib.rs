@@ -69,9 +69,9 @@ mod client;
 
 pub use client::Client;
 pub use keylatch_core::{
-    AcquireOptions, DistributedLock, Error, LockGuard, LossReason, MAX_LEASE, MAX_NAME_LEN, Owner,
-    OwnerId, ParseOwnerIdError, Result, SecretUrl, StoreError, UnfinishedRelease, WatchdogStats,
-    redact_url, secrecy,
+    AcquireOptions, DistributedLock, Error, HoldSettings, LockGuard, LossReason, MAX_LEASE,
+    MAX_NAME_LEN, Owner, OwnerId, ParseOwnerIdError, Result, SecretUrl, StoreError,
+    UnfinishedRelease, WatchdogStats, redact_url, secrecy,
 };
 pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
 pub use keylatch_latch::{CountDownLatch, MAX_COUNT};

@@ -79,18 +79,15 @@ impl Drop for Done {
 }
 
 impl Background {
-    /// A handle for a new client: its registry, how long an `unlock` waits for the store, and
-    /// how long a release or undo whose reply was lost is retried.
-    pub fn new(
-        registry: WatchdogRegistry,
-        release_timeout: Duration,
-        settle_window: Duration,
-    ) -> Background {
+    /// A handle for a new client: its registry, and the settings of its store's configuration
+    /// that every store shares (how long an `unlock` waits for the store, how long a release
+    /// or undo whose reply was lost is retried).
+    pub fn new(registry: WatchdogRegistry, settings: crate::HoldSettings) -> Background {
         Background {
             inner: Arc::new(Inner {
                 registry,
-                release_timeout,
-                settle_window,
+                release_timeout: settings.release_timeout(),
+                settle_window: settings.settle_window(),
                 closing: CancellationToken::new(),
                 stopped: AtomicBool::new(false),
                 tasks: Arc::default(),

@@ -153,9 +153,7 @@ impl Client {
             reconnected,
             config.watchdog_batch_size,
         );
-        let settle_window = (config.response_timeout * 3 + std::time::Duration::from_secs(1))
-            .max(config.settle_window);
-        let background = Background::new(registry, config.release_timeout, settle_window);
+        let background = Background::new(registry, config.hold_settings());
         let watcher = Topology::start_watcher(&topology);
         Ok(Client {
             inner: Arc::new(ClientInner {

@@ -376,6 +376,19 @@ impl Config {
         "KEYLATCH_KEY_PREFIX",
     ];
 
+    /// The settings every store shares ([`HoldSettings`](keylatch_core::HoldSettings)), as
+    /// this configuration sets them; the settle window is at least
+    /// `3 × response_timeout + 1 s` (a lost reply's retry must outlast a response timeout).
+    pub fn hold_settings(&self) -> keylatch_core::HoldSettings {
+        let settle_window = (self.response_timeout * 3 + Duration::from_secs(1))
+            .max(self.settle_window)
+            .min(Duration::from_secs(30 * 24 * 3600));
+        keylatch_core::HoldSettings::default()
+            .with_release_timeout(self.release_timeout)
+            .with_settle_window(settle_window)
+            .with_shutdown_timeout(self.shutdown_timeout)
+    }
+
     /// A builder starting from the defaults; it reads no environment variable (start from
     /// the environment with `ConfigBuilder::from(Config::from_env())`).
     pub fn builder() -> ConfigBuilder {

@@ -36,15 +36,7 @@ impl Config {
         if self.fallback_poll < Duration::from_millis(10) || self.fallback_poll > max {
             return bad("fallback_poll", "must be between 10ms and 30 days");
         }
-        if self.release_timeout.is_zero() || self.release_timeout > max {
-            return bad("release_timeout", "must be positive and at most 30 days");
-        }
-        if self.settle_window > max {
-            return bad("settle_window", "must be at most 30 days");
-        }
-        if self.shutdown_timeout.is_zero() || self.shutdown_timeout > max {
-            return bad("shutdown_timeout", "must be positive and at most 30 days");
-        }
+        self.hold_settings().validate()?;
         if self.subscription_linger > Duration::from_secs(60) {
             return bad("subscription_linger", "must be at most 60s");
         }
