@@ -220,6 +220,7 @@ fn the_command_inherits_none_of_the_client_settings() {
     );
     // A value for each variable the client reads; the connection comes from them alone.
     let values: Vec<(&str, String)> = vec![
+        ("KEYLATCH_URL", server.url()),
         ("KEYLATCH_REDIS_URL", server.url()),
         ("REDIS_URL", server.url()),
         ("KEYLATCH_REDIS_USERNAME", user.to_owned()),
