@@ -41,6 +41,7 @@ enum Allowed {
     Permits,
     Setting,
     UnknownPermit,
+    UnknownPermits,
 }
 
 impl Allowed {
@@ -51,6 +52,7 @@ impl Allowed {
             Allowed::Permits => matches!(err, Error::InvalidPermits { .. }),
             Allowed::Setting => matches!(err, Error::InvalidConfig { .. }),
             Allowed::UnknownPermit => matches!(err, Error::UnknownPermit { .. }),
+            Allowed::UnknownPermits => matches!(err, Error::UnknownPermits { .. }),
         }
     }
 }
@@ -192,7 +194,7 @@ fn arbitrary_input_never_panics_and_refusals_write_nothing() {
                     .unwrap();
                 let lease = Some(lease).filter(|l| !l.is_zero() || wait.is_zero());
                 let options = AcquireOptions::within(wait, lease);
-                use Allowed::{Lease, Name, Permits, Setting, UnknownPermit};
+                use Allowed::{Lease, Name, Permits, Setting, UnknownPermit, UnknownPermits};
                 let lock = client.lock(&name);
                 if let Some(Some(guard)) = check(
                     conn,
@@ -326,9 +328,17 @@ fn arbitrary_input_never_panics_and_refusals_write_nothing() {
                 check(
                     conn,
                     "exp release_many",
-                    &[Name],
+                    &[Name, UnknownPermits],
                     Waits::Never,
                     expirable.release_many(&[name.as_str()]),
+                )
+                .await;
+                check(
+                    conn,
+                    "exp try_release_many",
+                    &[Name],
+                    Waits::Never,
+                    expirable.try_release_many(&[name.as_str()]),
                 )
                 .await;
                 let config = Config::builder()
