@@ -88,6 +88,16 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
     let client = keylatch_redis::Client::connect(config).await.unwrap();
     let mut conn = raw(&server).await;
     let hub = client.hub();
+    // The hub's connection up first (the facade's connect, which these tests used before,
+    // preloads the scripts meanwhile): the race under test is a join during an unsubscribe,
+    // not the first connection.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            client.stats().hub_connected
+        })
+        .await,
+        "the pub/sub connection never came up"
+    );
     let channel = unique("rejoin");
     let mut missing = 0;
     for round in 0..ROUNDS {
@@ -143,6 +153,16 @@ async fn an_unused_channel_lingers_then_is_unsubscribed() {
     let client = keylatch_redis::Client::connect(config).await.unwrap();
     let mut conn = raw(&server).await;
     let hub = client.hub();
+    // The hub's connection up first (the facade's connect, which these tests used before,
+    // preloads the scripts meanwhile): the race under test is a join during an unsubscribe,
+    // not the first connection.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            client.stats().hub_connected
+        })
+        .await,
+        "the pub/sub connection never came up"
+    );
     let channel = unique("linger");
     let numsub = |mut conn: redis::aio::MultiplexedConnection, channel: String| async move {
         let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
