@@ -17,7 +17,7 @@ use crate::scripts::{EXP_LEASE, EXP_RELEASE_ALL, EXP_UPDATE};
 use crate::semaphore_shared::unexpected;
 
 impl PermitExpirableSemaphore {
-    /// Gives back the permit `id`, whoever holds it. A [`Permit`] guard of this client for
+    /// Gives back the permit `id`, whoever holds it. A [`Permit`](crate::Permit) guard of this client for
     /// that id then reports [`Error::UnknownPermit`] from its own release.
     ///
     /// # Errors
@@ -206,7 +206,7 @@ impl PermitExpirableSemaphore {
 
     /// Sets the lease of the permit `id` anew: it ends `lease` from now (server clock). A
     /// watchdog-mode permit's next renewal sets it back to the watchdog timeout, and a
-    /// [`Permit`] guard's [`valid_until`](Permit::valid_until) does not follow a change made
+    /// [`Permit`](crate::Permit) guard's [`valid_until`](crate::Permit::valid_until) does not follow a change made
     /// by id: do not shorten the lease of a permit whose guard relies on it.
     ///
     /// # Errors
