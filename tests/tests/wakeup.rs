@@ -88,16 +88,6 @@ async fn a_channel_joined_while_it_is_being_unsubscribed_is_subscribed_when_the_
     let client = keylatch_redis::Client::connect(config).await.unwrap();
     let mut conn = raw(&server).await;
     let hub = client.hub();
-    // The hub's connection up first (the facade's connect, which these tests used before,
-    // preloads the scripts meanwhile): the race under test is a join during an unsubscribe,
-    // not the first connection.
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            client.stats().hub_connected
-        })
-        .await,
-        "the pub/sub connection never came up"
-    );
     let channel = unique("rejoin");
     let mut missing = 0;
     for round in 0..ROUNDS {
@@ -153,16 +143,6 @@ async fn an_unused_channel_lingers_then_is_unsubscribed() {
     let client = keylatch_redis::Client::connect(config).await.unwrap();
     let mut conn = raw(&server).await;
     let hub = client.hub();
-    // The hub's connection up first (the facade's connect, which these tests used before,
-    // preloads the scripts meanwhile): the race under test is a join during an unsubscribe,
-    // not the first connection.
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            client.stats().hub_connected
-        })
-        .await,
-        "the pub/sub connection never came up"
-    );
     let channel = unique("linger");
     let numsub = |mut conn: redis::aio::MultiplexedConnection, channel: String| async move {
         let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
@@ -213,4 +193,59 @@ async fn an_unused_channel_lingers_then_is_unsubscribed() {
         subscribes,
         "joining a lingering channel sent a SUBSCRIBE"
     );
+}
+
+/// A subscription asked for while the hub has no connection (lost, and new ones refused for a
+/// while) returns once the hub is connected again with the channel subscribed, not at once
+/// with nothing on the server.
+#[tokio::test]
+async fn a_join_while_the_hub_reconnects_returns_subscribed() {
+    use keylatch_redis::WakeMode;
+    use keylatch_testkit::{Fault, FaultProxy};
+    let server = server();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let config = keylatch::Config::builder()
+        .url(proxy.url())
+        .fallback_poll(POLL)
+        .build()
+        .unwrap();
+    let client = keylatch_redis::Client::connect(config).await.unwrap();
+    let mut conn = raw(&server).await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            client.stats().hub_connected
+        })
+        .await
+    );
+    proxy.set(Fault::Refuse);
+    proxy.reset_connections();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            !client.stats().hub_connected
+        })
+        .await,
+        "the hub never noticed its connection was gone"
+    );
+    let channel = unique("reconnecting");
+    let subscribe = client
+        .hub()
+        .subscribe(&channel, WakeMode::One, Duration::from_secs(10));
+    tokio::pin!(subscribe);
+    // New connections get through again half a second into the wait.
+    let subscription = tokio::select! {
+        s = &mut subscribe => s,
+        () = tokio::time::sleep(Duration::from_millis(500)) => {
+            proxy.set(Fault::Pass);
+            subscribe.await
+        }
+    }
+    .unwrap();
+    let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(&channel)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(subscribers, 1, "the join returned with nothing subscribed");
+    drop(subscription);
 }

@@ -255,3 +255,85 @@ pub fn jitter(base: Duration) -> Duration {
     let permille = 800 + (x % 401);
     base * u32::try_from(permille).unwrap_or(1000) / 1000
 }
+
+/// Writes a lock handle's shorthands on top of its
+/// `acquire(&self, AcquireOptions) -> Result<Option<LockGuard>>`, as inherent methods (so
+/// callers need not import [`DistributedLock`]): `lock`, `lock_with_lease`, `try_lock` and
+/// `try_lock_for`, each with the summary line given for it; their errors and cancel safety are
+/// `acquire`'s. Used inside an `impl` block:
+///
+/// ```ignore
+/// impl MyLock {
+///     keylatch_core::acquire_shorthands! {
+///         lock: "Waits as long as it takes; watchdog mode.",
+///         lock_with_lease: "Waits as long as it takes; the hold ends after `lease`.",
+///         try_lock: "Tries once; watchdog mode. `None` when someone else holds it.",
+///         try_lock_for: "Waits at most `wait`; `lease` of `None` means watchdog mode.",
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! acquire_shorthands {
+    (
+        lock: $lock:literal,
+        lock_with_lease: $lock_with_lease:literal,
+        try_lock: $try_lock:literal,
+        try_lock_for: $try_lock_for:literal $(,)?
+    ) => {
+        #[doc = $lock]
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// As [`acquire`](Self::acquire).
+        pub async fn lock(&self) -> $crate::Result<$crate::LockGuard> {
+            $crate::unbounded(self.acquire($crate::AcquireOptions::new()).await)
+        }
+
+        #[doc = $lock_with_lease]
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire), and [`Error::InvalidLease`]($crate::Error::InvalidLease).
+        ///
+        /// # Cancel safety
+        /// As [`acquire`](Self::acquire).
+        pub async fn lock_with_lease(
+            &self,
+            lease: ::std::time::Duration,
+        ) -> $crate::Result<$crate::LockGuard> {
+            $crate::unbounded(
+                self.acquire($crate::AcquireOptions::new().with_lease(lease))
+                    .await,
+            )
+        }
+
+        #[doc = $try_lock]
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// As [`acquire`](Self::acquire).
+        pub async fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
+            self.acquire($crate::AcquireOptions::new().with_wait(::std::time::Duration::ZERO))
+                .await
+        }
+
+        #[doc = $try_lock_for]
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire), and [`Error::InvalidLease`]($crate::Error::InvalidLease).
+        ///
+        /// # Cancel safety
+        /// As [`acquire`](Self::acquire).
+        pub async fn try_lock_for(
+            &self,
+            wait: ::std::time::Duration,
+            lease: Option<::std::time::Duration>,
+        ) -> $crate::Result<Option<$crate::LockGuard>> {
+            self.acquire($crate::AcquireOptions::within(wait, lease))
+                .await
+        }
+    };
+}

@@ -200,69 +200,25 @@ impl FairLock {
         &self.keys.timeouts
     }
 
-    /// Waits as long as it takes, in arrival order; watchdog mode.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], [`Error::InvalidConfig`] (waiter timeout),
-    /// [`Error::WrongType`], [`Error::NoTtl`] (the key is held without an expiry: waiting
-    /// would never end), [`Error::AlreadyHeld`] (a non-reentrant handle's owner holds it
-    /// already), Redis errors.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a dropped call leaves no hold, queue entry, subscription or watchdog entry
-    /// behind; a request already sent is undone and the queue left in the background.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
-    }
-
-    /// Waits as long as it takes, in arrival order; the hold ends after `lease`.
-    ///
-    /// # Errors
-    /// As [`lock`](FairLock::lock), and [`Error::InvalidLease`].
-    ///
-    /// # Cancel safety
-    /// As [`lock`](FairLock::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
-    }
-
-    /// Tries once; watchdog mode. `None` when someone holds the lock or is queued for it.
-    /// Never joins the queue.
-    ///
-    /// # Errors
-    /// As [`lock`](FairLock::lock).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](FairLock::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
-    }
-
-    /// Waits at most `wait`, queued; `lease` of `None` means watchdog mode. A wait that times
-    /// out leaves the queue before this returns `None`.
-    ///
-    /// # Errors
-    /// As [`lock_with_lease`](FairLock::lock_with_lease).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](FairLock::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::within(wait, lease)).await
+    keylatch_core::acquire_shorthands! {
+        lock: "Waits as long as it takes, in arrival order; watchdog mode.",
+        lock_with_lease: "Waits as long as it takes, in arrival order; the hold ends after `lease`.",
+        try_lock: "Tries once; watchdog mode. `None` when someone holds the lock or is queued for it. Never joins the queue.",
+        try_lock_for: "Waits at most `wait`, queued; `lease` of `None` means watchdog mode. A wait that times out leaves the queue before this returns `None`.",
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first (a zero wait tries
     /// once without queueing).
     ///
     /// # Errors
-    /// As [`lock_with_lease`](FairLock::lock_with_lease).
+    /// [`Error::InvalidName`], [`Error::InvalidConfig`] (waiter timeout),
+    /// [`Error::WrongType`], [`Error::NoTtl`] (the key is held without an expiry: waiting
+    /// would never end), [`Error::AlreadyHeld`] (a non-reentrant handle's owner holds it
+    /// already), Redis errors; [`Error::InvalidLease`] for a lease out of range.
     ///
     /// # Cancel safety
-    /// As [`lock`](FairLock::lock).
+    /// Cancel safe: a dropped call leaves no hold, queue entry, subscription or watchdog entry
+    /// behind; a request already sent is undone and the queue left in the background.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
         self.client.validate_name(&self.keys.name)?;
         if !(MIN_WAITER_TIMEOUT..=MAX_LEASE).contains(&self.waiter_timeout) {

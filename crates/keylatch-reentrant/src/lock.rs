@@ -140,64 +140,22 @@ impl ReentrantLock {
         &self.release.channel
     }
 
-    /// Waits as long as it takes; watchdog mode.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::NoTtl`] (the key is held without
-    /// an expiry: waiting would never end), [`Error::AlreadyHeld`] (a non-reentrant handle's
-    /// owner holds it already), Redis errors.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: nothing is left behind; a request already sent is undone.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
-    }
-
-    /// Waits as long as it takes; the hold ends after `lease`.
-    ///
-    /// # Errors
-    /// As [`lock`](ReentrantLock::lock), and [`Error::InvalidLease`].
-    ///
-    /// # Cancel safety
-    /// As [`lock`](ReentrantLock::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
-    }
-
-    /// Tries once; watchdog mode. `None` when someone else holds it.
-    ///
-    /// # Errors
-    /// As [`lock`](ReentrantLock::lock).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](ReentrantLock::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
-    }
-
-    /// Waits at most `wait`; `lease` of `None` means watchdog mode.
-    ///
-    /// # Errors
-    /// As [`lock_with_lease`](ReentrantLock::lock_with_lease).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](ReentrantLock::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::within(wait, lease)).await
+    keylatch_core::acquire_shorthands! {
+        lock: "Waits as long as it takes; watchdog mode.",
+        lock_with_lease: "Waits as long as it takes; the hold ends after `lease`.",
+        try_lock: "Tries once; watchdog mode. `None` when someone else holds it.",
+        try_lock_for: "Waits at most `wait`; `lease` of `None` means watchdog mode.",
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first.
     ///
     /// # Errors
-    /// As [`lock_with_lease`](ReentrantLock::lock_with_lease).
+    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::NoTtl`] (the key is held without
+    /// an expiry: waiting would never end), [`Error::AlreadyHeld`] (a non-reentrant handle's
+    /// owner holds it already), Redis errors; [`Error::InvalidLease`] for a lease out of range.
     ///
     /// # Cancel safety
-    /// As [`lock`](ReentrantLock::lock).
+    /// Cancel safe: nothing is left behind; a request already sent is undone.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
         let (owner, hold_key, lease, renewal) = self.prepare(&options)?;
         let deadline = options.deadline();

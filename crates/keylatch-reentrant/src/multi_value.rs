@@ -148,51 +148,21 @@ impl MultiValueLock {
         }
     }
 
-    /// Waits as long as it takes; watchdog mode.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`] (bad group or values), [`Error::WrongType`], Redis errors.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: nothing is left behind; a request already sent is undone.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
-    }
-
-    /// Tries once; watchdog mode. `None` when another owner holds any of the values.
-    ///
-    /// # Errors
-    /// As [`lock`](MultiValueLock::lock).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](MultiValueLock::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
-    }
-
-    /// Waits at most `wait`; `lease` of `None` means watchdog mode.
-    ///
-    /// # Errors
-    /// As [`lock`](MultiValueLock::lock), and [`Error::InvalidLease`].
-    ///
-    /// # Cancel safety
-    /// As [`lock`](MultiValueLock::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::within(wait, lease)).await
+    keylatch_core::acquire_shorthands! {
+        lock: "Waits as long as it takes; watchdog mode.",
+        lock_with_lease: "Waits as long as it takes; the hold ends after `lease`.",
+        try_lock: "Tries once; watchdog mode. `None` when another owner holds any of the values.",
+        try_lock_for: "Waits at most `wait`; `lease` of `None` means watchdog mode.",
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first.
     ///
     /// # Errors
-    /// As [`try_lock_for`](MultiValueLock::try_lock_for).
+    /// [`Error::InvalidName`] (bad group or values), [`Error::WrongType`], Redis errors;
+    /// [`Error::InvalidLease`] for a lease out of range.
     ///
     /// # Cancel safety
-    /// As [`lock`](MultiValueLock::lock).
+    /// Cancel safe: nothing is left behind; a request already sent is undone.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
         self.validate()?;
         let (lease, renewal) = match options.lease() {

@@ -65,63 +65,22 @@ impl ReadLock {
         &self.shared.channel
     }
 
-    /// Waits as long as it takes; watchdog mode.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::NoTtl`] (the key is held without
-    /// an expiry: waiting would never end), Redis errors.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: nothing is left behind; a request already sent is undone.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
-    }
-
-    /// Waits as long as it takes; the hold ends after `lease`.
-    ///
-    /// # Errors
-    /// As [`lock`](ReadLock::lock), and [`Error::InvalidLease`].
-    ///
-    /// # Cancel safety
-    /// As [`lock`](ReadLock::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
-    }
-
-    /// Tries once; watchdog mode. `None` when a writer holds the lock or is waiting for it.
-    ///
-    /// # Errors
-    /// As [`lock`](ReadLock::lock).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](ReadLock::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
-    }
-
-    /// Waits at most `wait`; `lease` of `None` means watchdog mode.
-    ///
-    /// # Errors
-    /// As [`lock_with_lease`](ReadLock::lock_with_lease).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](ReadLock::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::within(wait, lease)).await
+    keylatch_core::acquire_shorthands! {
+        lock: "Waits as long as it takes; watchdog mode.",
+        lock_with_lease: "Waits as long as it takes; the hold ends after `lease`.",
+        try_lock: "Tries once; watchdog mode. `None` when a writer holds the lock or is waiting for it.",
+        try_lock_for: "Waits at most `wait`; `lease` of `None` means watchdog mode.",
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first.
     ///
     /// # Errors
-    /// As [`lock_with_lease`](ReadLock::lock_with_lease).
+    /// [`Error::InvalidName`], [`Error::WrongType`], [`Error::NoTtl`] (the key is held without
+    /// an expiry: waiting would never end), Redis errors;
+    /// [`Error::InvalidLease`] for a lease out of range.
     ///
     /// # Cancel safety
-    /// As [`lock`](ReadLock::lock).
+    /// Cancel safe: nothing is left behind; a request already sent is undone.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
         self.shared.client.validate_name(&self.shared.name)?;
         let (lease, renewal) = match options.lease() {

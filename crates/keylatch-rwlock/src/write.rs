@@ -116,67 +116,25 @@ impl WriteLock {
         &self.shared.channel
     }
 
-    /// Waits as long as it takes; watchdog mode.
-    ///
-    /// # Errors
-    /// [`Error::UpgradeRefused`] when the owner holds a read hold and not the write hold;
-    /// [`Error::InvalidName`], [`Error::InvalidConfig`] (the writer intent timeout),
-    /// [`Error::WrongType`], [`Error::NoTtl`] (the key is held without an expiry: waiting would
-    /// never end), Redis errors.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: nothing is left behind — no hold (a request already sent is undone), no
-    /// subscription, and the writer's intent is withdrawn in the background.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new()).await)
-    }
-
-    /// Waits as long as it takes; the hold ends after `lease`.
-    ///
-    /// # Errors
-    /// As [`lock`](WriteLock::lock), and [`Error::InvalidLease`].
-    ///
-    /// # Cancel safety
-    /// As [`lock`](WriteLock::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        keylatch_core::unbounded(self.acquire(AcquireOptions::new().with_lease(lease)).await)
-    }
-
-    /// Tries once; watchdog mode. `None` when anyone else holds the lock. Records no intent.
-    ///
-    /// # Errors
-    /// As [`lock`](WriteLock::lock).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](WriteLock::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
-            .await
-    }
-
-    /// Waits at most `wait`; `lease` of `None` means watchdog mode.
-    ///
-    /// # Errors
-    /// As [`lock_with_lease`](WriteLock::lock_with_lease).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](WriteLock::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire(AcquireOptions::within(wait, lease)).await
+    keylatch_core::acquire_shorthands! {
+        lock: "Waits as long as it takes; watchdog mode.",
+        lock_with_lease: "Waits as long as it takes; the hold ends after `lease`.",
+        try_lock: "Tries once; watchdog mode. `None` when anyone else holds the lock. Records no intent.",
+        try_lock_for: "Waits at most `wait`; `lease` of `None` means watchdog mode.",
     }
 
     /// Acquires with `options`; `None` when the wait bound passed first. While it waits, the
     /// writer's intent keeps new readers out; it is withdrawn when the wait ends.
     ///
     /// # Errors
-    /// As [`lock_with_lease`](WriteLock::lock_with_lease).
+    /// [`Error::UpgradeRefused`] when the owner holds a read hold and not the write hold;
+    /// [`Error::InvalidName`], [`Error::InvalidConfig`] (the writer intent timeout),
+    /// [`Error::WrongType`], [`Error::NoTtl`] (the key is held without an expiry: waiting would
+    /// never end), Redis errors; [`Error::InvalidLease`] for a lease out of range.
     ///
     /// # Cancel safety
-    /// As [`lock`](WriteLock::lock).
+    /// Cancel safe: nothing is left behind — no hold (a request already sent is undone), no
+    /// subscription, and the writer's intent is withdrawn in the background.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
         let shared = &*self.shared;
         shared.client.validate_name(&shared.name)?;

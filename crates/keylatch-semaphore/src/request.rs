@@ -39,7 +39,7 @@ use tokio::time::Instant;
 
 use crate::retry::{Settle, release_once, run_idempotent, window, with_keys};
 use crate::settled::{
-    RELEASE_MARKER_LIFE, ReleaseDone, SETTLED_BATCH, SETTLED_CAP, SETTLED_MIN, Settled,
+    RELEASE_MARKER_LIFE, ReleaseDone, SETTLED_BATCH, SETTLED_CAP, SETTLED_MIN, Settled, Taken,
     settled_queue,
 };
 
@@ -81,14 +81,23 @@ impl Requests {
     }
 
     /// Markers whose replies were seen, to delete with the next call: none until a few have
-    /// gathered, then at most a batch.
-    pub(crate) fn take_settled(&self) -> Vec<String> {
-        let mut settled = self.settled.markers.lock().expect("settled lock");
-        if settled.len() < SETTLED_MIN {
-            return Vec::new();
+    /// gathered, then at most a batch. They come back to the queue unless the call reports its
+    /// script deleted them ([`Taken`]).
+    pub(crate) fn take_settled(&self) -> Taken {
+        let markers = {
+            let mut settled = self.settled.markers.lock().expect("settled lock");
+            if settled.len() < SETTLED_MIN {
+                Vec::new()
+            } else {
+                let n = settled.len().min(SETTLED_BATCH);
+                settled.drain(..n).collect()
+            }
+        };
+        Taken {
+            client: self.client.clone(),
+            queue: self.settled.clone(),
+            markers,
         }
-        let n = settled.len().min(SETTLED_BATCH);
-        settled.drain(..n).collect()
     }
 
     /// Remembers a marker whose reply was seen.
@@ -117,16 +126,6 @@ impl Requests {
         }
     }
 
-    /// Puts back markers taken for a call that deleted nothing.
-    pub(crate) fn give_back(&self, markers: Vec<String>) {
-        let mut settled = self.settled.markers.lock().expect("settled lock");
-        for marker in markers.into_iter().rev() {
-            if settled.len() < SETTLED_CAP {
-                settled.push_front(marker);
-            }
-        }
-    }
-
     /// Runs a call that must apply exactly once, with the marker bookkeeping: a fresh marker
     /// and the settled markers to delete are added as keys after `call`'s own (so its script
     /// reads the marker at `KEYS[n + 1]` and the settled ones after it). `applied` tells from
@@ -141,12 +140,13 @@ impl Requests {
     ) -> Result<Value> {
         let marker = self.marker();
         let settled = self.take_settled();
-        let call = with_keys(call.key(marker.as_str()), &settled);
+        let call = with_keys(call.key(marker.as_str()), settled.keys());
         let reply = self.apply_once(call).await?;
         if applied(&reply) {
+            settled.deleted();
             self.settle(marker);
         } else {
-            self.give_back(settled);
+            settled.give_back();
         }
         Ok(reply)
     }
@@ -157,13 +157,15 @@ impl Requests {
     pub(crate) async fn release_marked(&self, call: ScriptCall, permits: u64) -> Result<Value> {
         let marker = self.marker();
         let settled = self.take_settled();
-        let call = with_keys(call.key(marker.as_str()), &settled);
+        let call = with_keys(call.key(marker.as_str()), settled.keys());
         let done = self.release_done(marker);
         let (reply, _) = release_once(&self.client, call, &self.name, permits, Some(done)).await?;
         if reply == Value::Int(1) {
-            // Settled by `release_once` (the reply came in time, or later in the background).
+            // Its marker is settled by `release_once` (the reply came in time, or later in the
+            // background); the script deleted the settled ones.
+            settled.deleted();
         } else {
-            self.give_back(settled);
+            settled.give_back();
         }
         Ok(reply)
     }

@@ -415,19 +415,20 @@ impl Semaphore {
         );
         let settled = requests.take_settled();
         let call = ACQUIRE.call().key(self.name()).key(&marker);
-        let call = with_keys(call, &settled)
+        let call = with_keys(call, settled.keys())
             .arg(permits)
             .arg(window)
             .arg(self.recreate);
         match client.eval_value(&call).await {
             Ok(Value::Int(1)) => {
                 undo.disarm();
+                settled.deleted();
                 requests.settle(marker);
                 Ok(Attempt::Done(()))
             }
             Ok(Value::Int(0)) => {
                 undo.disarm();
-                requests.give_back(settled);
+                settled.give_back();
                 Ok(Attempt::Retry(None))
             }
             Ok(_) => {
@@ -443,7 +444,7 @@ impl Semaphore {
             }
             Err(err) => {
                 undo.disarm();
-                requests.give_back(settled);
+                settled.give_back();
                 Err(err)
             }
         }

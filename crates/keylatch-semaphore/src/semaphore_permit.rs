@@ -191,18 +191,19 @@ impl PermitRelease {
             .key(&*self.shared.name)
             .key(&*self.shared.channel)
             .key(&self.marker);
-        let call = with_keys(call, &settled)
+        let call = with_keys(call, settled.keys())
             .arg(self.permits)
             .arg(requests.release_window_ms())
             .arg(MAX_PERMITS);
         let (reply, _) = run_until_applied(client, &call).await?;
         match reply {
             Value::Int(1) => {
+                settled.deleted();
                 requests.settle_release(self.marker.clone());
                 Ok(())
             }
             Value::Int(code @ (-1 | -2)) => {
-                requests.give_back(settled);
+                settled.give_back();
                 Err(refused(code))
             }
             _ => Err(unexpected("semaphore_add")),

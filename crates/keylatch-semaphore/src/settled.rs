@@ -86,37 +86,93 @@ impl ReleaseDone {
             }
             markers.push_back(marker);
         }
-        if queue
+        schedule_flush(&client, queue);
+    }
+}
+
+/// Schedules a background `DEL` of `queue`'s settled markers unless one is scheduled: a
+/// moment later it deletes them in batches (those a call takes along meanwhile are gone
+/// from the queue by then).
+pub(crate) fn schedule_flush(client: &Client, queue: Settled) {
+    if queue
+        .flushing
+        .swap(true, std::sync::atomic::Ordering::AcqRel)
+    {
+        return;
+    }
+    let client = client.clone();
+    let background = client.clone();
+    background.spawn_background(async move {
+        tokio::time::sleep(FLUSH_DELAY).await;
+        // Settled from now on, a marker schedules a flush of its own.
+        queue
             .flushing
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
+            .store(false, std::sync::atomic::Ordering::Release);
+        loop {
+            let batch: Vec<String> = {
+                let mut markers = queue.markers.lock().expect("settled lock");
+                let n = markers.len().min(SETTLED_BATCH);
+                markers.drain(..n).collect()
+            };
+            let Some(first) = batch.first() else {
+                return Ok(());
+            };
+            let mut del = keylatch_redis::redis::cmd("DEL");
+            for marker in &batch {
+                del.arg(marker.as_str());
+            }
+            // A marker not deleted (the server could not be reached) expires.
+            if client.query::<i64>(&del, first).await.is_err() {
+                return Ok(());
+            }
+        }
+    });
+}
+
+/// Settled markers a call takes along, to delete in its script. The call reports what became
+/// of them: [`deleted`](Taken::deleted) (its script ran and deleted them) or
+/// [`give_back`](Taken::give_back) (it was refused: the next call takes them along). Dropped
+/// without either (an error, or the call's future dropped mid-way), they go back to the queue
+/// and a background `DEL` is scheduled: a release's marker would otherwise live an hour.
+#[derive(Debug)]
+pub(crate) struct Taken {
+    pub(crate) client: Client,
+    pub(crate) queue: Settled,
+    pub(crate) markers: Vec<String>,
+}
+
+impl Taken {
+    /// The markers, as keys for the call.
+    pub(crate) fn keys(&self) -> &[String] {
+        &self.markers
+    }
+
+    /// The call's script deleted them.
+    pub(crate) fn deleted(mut self) {
+        self.markers.clear();
+    }
+
+    /// The call was refused and deleted nothing: back to the queue, for the next call.
+    pub(crate) fn give_back(mut self) {
+        self.requeue();
+    }
+
+    fn requeue(&mut self) {
+        let mut settled = self.queue.markers.lock().expect("settled lock");
+        for marker in self.markers.drain(..).rev() {
+            if settled.len() < SETTLED_CAP {
+                settled.push_front(marker);
+            }
+        }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if self.markers.is_empty() {
             return;
         }
-        let background = client.clone();
-        background.spawn_background(async move {
-            tokio::time::sleep(FLUSH_DELAY).await;
-            // Settled from now on, a marker schedules a flush of its own.
-            queue
-                .flushing
-                .store(false, std::sync::atomic::Ordering::Release);
-            loop {
-                let batch: Vec<String> = {
-                    let mut markers = queue.markers.lock().expect("settled lock");
-                    let n = markers.len().min(SETTLED_BATCH);
-                    markers.drain(..n).collect()
-                };
-                let Some(first) = batch.first() else {
-                    return Ok(());
-                };
-                let mut del = keylatch_redis::redis::cmd("DEL");
-                for marker in &batch {
-                    del.arg(marker.as_str());
-                }
-                // A marker not deleted (the server could not be reached) expires.
-                if client.query::<i64>(&del, first).await.is_err() {
-                    return Ok(());
-                }
-            }
-        });
+        self.requeue();
+        schedule_flush(&self.client, self.queue.clone());
     }
 }

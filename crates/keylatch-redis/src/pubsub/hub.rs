@@ -40,6 +40,7 @@ impl PubSubHub {
             state: Mutex::new(HubState::default()),
             commands: tx,
             connected: AtomicBool::new(false),
+            up: Notify::new(),
             reconnects: AtomicU64::new(0),
             messages: AtomicU64::new(0),
             letters: AtomicU64::new(0),

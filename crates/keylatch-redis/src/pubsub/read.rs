@@ -39,9 +39,10 @@ pub(super) async fn read_loop(
         let (sink, mut stream) = pubsub.split();
         switch_connection(&hub, Some(Sink::Classic(sink)));
         // Resubscribe every channel in use before telling waiters to re-check.
-        hub.settle(connect_timeout).await;
+        // Bounded: a connection that fails meanwhile is replaced by the next round.
+        let _ = tokio::time::timeout(connect_timeout, hub.reconcile_once()).await;
         backoff = reconnecting;
-        hub.connected.store(true, Ordering::Relaxed);
+        hub.mark_up();
         if !first {
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
             let channels = hub.state.lock().expect("hub lock").channels.len();
@@ -107,9 +108,10 @@ pub(super) async fn cluster_read_loop(
         let mut probe = conn.clone();
         let map = crate::connection::cluster::slot_map(&mut probe).await.ok();
         switch_connection(&hub, Some(Sink::Cluster { conn, sharded }));
-        hub.settle(connect_timeout).await;
+        // Bounded: a connection that fails meanwhile is replaced by the next round.
+        let _ = tokio::time::timeout(connect_timeout, hub.reconcile_once()).await;
         backoff = reconnecting;
-        hub.connected.store(true, Ordering::Relaxed);
+        hub.mark_up();
         if !first {
             hub.reconnects.fetch_add(1, Ordering::Relaxed);
             wake_everyone(&hub);

@@ -33,6 +33,8 @@ pub(super) struct HubShared {
     pub(super) state: Mutex<HubState>,
     pub(super) commands: mpsc::UnboundedSender<HubCommand>,
     pub(super) connected: AtomicBool,
+    /// Notified each time a connection is up with every channel in use subscribed on it.
+    pub(super) up: tokio::sync::Notify,
     pub(super) reconnects: AtomicU64,
     pub(super) messages: AtomicU64,
     /// Letters waiters acted on (see [`Subscription::letter_used`]).
@@ -64,13 +66,37 @@ pub(super) struct HubState {
 }
 
 impl HubShared {
-    /// Asks the reconciler to bring the server in line and waits for it, `bound` at most (the
-    /// hub may be reconnecting).
+    /// Asks the reconciler to bring the server in line and waits for it, `bound` at most. With
+    /// no connection (not made yet, or being made again) the reconciler can do nothing: the
+    /// wait goes on until a connection is up with every channel subscribed, then asks again.
     pub(super) async fn settle(&self, bound: Duration) {
+        let _ = tokio::time::timeout(bound, async {
+            loop {
+                let up = self.up.notified();
+                tokio::pin!(up);
+                up.as_mut().enable();
+                match self.reconcile_once().await {
+                    Some(false) => up.await,
+                    Some(true) | None => return,
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Asks the reconciler to bring the server in line once and waits for its answer: whether
+    /// it could (`None` when the hub is gone).
+    pub(super) async fn reconcile_once(&self) -> Option<bool> {
         let (tx, rx) = oneshot::channel();
-        if self.commands.send(HubCommand(Some(tx))).is_ok() {
-            let _ = tokio::time::timeout(bound, rx).await;
-        }
+        self.commands.send(HubCommand(Some(tx))).ok()?;
+        rx.await.ok()
+    }
+
+    /// A connection is up with every channel in use subscribed on it.
+    pub(super) fn mark_up(&self) {
+        self.connected
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.up.notify_waiters();
     }
 
     /// Whether the server refused the subscription to `name` (a channel or a pattern).
