@@ -5,14 +5,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keylatch_core::hold::{Extension, HoldExtend};
-use keylatch_core::{
-    Error, HoldKey, HoldRelease, OwnerId, Renewal, Result, lease_millis, validate_lease,
-};
+use keylatch_core::{Error, HoldKey, HoldRelease, OwnerId, Renewal, Result};
 use keylatch_redis::redis::Value;
 use keylatch_redis::{Client, RENEW_HASH_HOLDS};
 
 use crate::keys::Keys;
-use crate::scripts::{EXTEND, LEAVE, RELEASE, RELEASE_IF_COUNT};
+use crate::scripts::{LEAVE, RELEASE, RELEASE_IF_COUNT};
 
 /// Releases holds of one fair lock name; a full release wakes the head of the queue.
 #[derive(Debug)]
@@ -25,26 +23,7 @@ pub(crate) struct FairRelease {
 #[async_trait]
 impl HoldExtend for FairRelease {
     async fn extend(&self, owner: OwnerId, how: Extension) -> Result<Option<Duration>> {
-        validate_lease(how.duration())?;
-        let call = EXTEND
-            .call()
-            .key(&*self.keys.name)
-            .arg(lease_millis(how.duration()))
-            .arg(owner.wire_form().as_str())
-            .arg(if matches!(how, Extension::By(_)) {
-                "1"
-            } else {
-                "0"
-            });
-        match self.client.eval::<i64>(&call).await? {
-            -1 => Ok(None),
-            -2 => Err(Error::NoTtl {
-                key: self.keys.name.to_string(),
-            }),
-            left => Ok(Some(Duration::from_millis(
-                u64::try_from(left).unwrap_or(0),
-            ))),
-        }
+        keylatch_redis::extend_hash_hold(&self.client, &self.keys.name, owner, how).await
     }
 
     fn watchdog_renewal(&self) -> Option<(Renewal, Duration)> {

@@ -3,7 +3,7 @@
 //! the server clock, type checks, eviction of dead waiters, waking one waiter), prepended at
 //! compile time; the watchdog's refresh shares `lua/queue_lib.lua`.
 
-use keylatch_redis::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
+use keylatch_redis::{EXTEND_HASH_HOLD, LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
 
 macro_rules! with_prelude {
     ($file:literal) => {
@@ -41,8 +41,6 @@ pub(crate) static REFRESH_WAITERS: LuaScript = LuaScript::freeing(
         include_str!("lua/refresh_waiters.lua")
     ),
 );
-pub(crate) static EXTEND: LuaScript =
-    LuaScript::freeing("fair_extend", include_str!("lua/extend.lua"));
 pub(crate) static QUEUE: LuaScript =
     LuaScript::freeing("fair_queue", include_str!("lua/queue.lua"));
 
@@ -56,5 +54,5 @@ pub static SCRIPTS: &[&LuaScript] = &[
     &RENEW_HASH_HOLDS,
     &REFRESH_WAITERS,
     &QUEUE,
-    &EXTEND,
+    &EXTEND_HASH_HOLD,
 ];

@@ -37,6 +37,7 @@
 mod client;
 mod connection;
 mod error;
+mod hash_hold;
 mod keys;
 pub mod object;
 mod pubsub;
@@ -52,6 +53,7 @@ pub use connection::config::{
 pub use connection::script::{LuaScript, NEXT_TOKEN, ScriptCall};
 pub use connection::tls::TlsConfig;
 pub use error::{RedisResultExt, from_pool, from_redis, from_redis_key};
+pub use hash_hold::{EXTEND_HASH_HOLD, extend_hash_hold};
 pub use keys::{prefixed, suffixed, validate_name, validate_name_with};
 pub use pubsub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
 pub use renewal::{RENEW_HASH_HOLDS, RENEWAL_BATCH};

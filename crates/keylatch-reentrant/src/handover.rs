@@ -66,17 +66,7 @@ impl ReentrantLock {
                     RENEW_HASH_HOLDS.renewal(),
                     sent_at,
                 );
-                Ok(Some(
-                    LockGuard::new(
-                        self.client.background().clone(),
-                        self.name.clone(),
-                        owner,
-                        self.release.clone(),
-                        hold,
-                        None,
-                    )
-                    .extendable(self.release.clone()),
-                ))
+                Ok(Some(self.guard(owner, hold, None)))
             }
             _ => Err(Error::UnexpectedReply {
                 what: "reentrant_adopt",

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keylatch_core::{
-    AcquireOptions, Attempt, DistributedLock, Error, HoldKey, LockGuard, Owner, OwnerId, Renewal,
-    Result, UndoGuard, validate_lease,
+    AcquireOptions, Attempt, DistributedLock, Error, HoldHandle, HoldKey, LockGuard, Owner,
+    OwnerId, Renewal, Result, UndoGuard, validate_lease,
 };
 use keylatch_redis::redis::{self, Value};
 use keylatch_redis::{Client, RENEW_HASH_HOLDS, WakeMode, prefixed};
@@ -268,17 +268,20 @@ impl ReentrantLock {
         if let (Some(max), true) = (self.max_hold, hold.is_watched()) {
             hold.set_max_hold(sent_at + max);
         }
-        Ok(Attempt::Done(
-            LockGuard::new(
-                self.client.background().clone(),
-                self.name.clone(),
-                owner,
-                self.release.clone(),
-                hold,
-                token,
-            )
-            .extendable(self.release.clone()),
-        ))
+        Ok(Attempt::Done(self.guard(owner, hold, token)))
+    }
+
+    /// The guard of a hold registered for `owner`: released and extended by this handle.
+    pub(crate) fn guard(&self, owner: OwnerId, hold: HoldHandle, token: Option<u64>) -> LockGuard {
+        LockGuard::new(
+            self.client.background().clone(),
+            self.name.clone(),
+            owner,
+            self.release.clone(),
+            hold,
+            token,
+        )
+        .extendable(self.release.clone())
     }
 
     fn unexpected(&self) -> Error {

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keylatch_core::hold::{Extension, HoldExtend};
-use keylatch_core::{Error, HoldRelease, OwnerId, Renewal, Result, lease_millis, validate_lease};
+use keylatch_core::{Error, HoldRelease, OwnerId, Renewal, Result};
 use keylatch_redis::redis::Value;
 use keylatch_redis::{Client, RENEW_HASH_HOLDS};
 
-use crate::scripts::{EXTEND, RELEASE, RELEASE_IF_COUNT};
+use crate::scripts::{RELEASE, RELEASE_IF_COUNT};
 
 /// Releases holds of one lock name.
 #[derive(Debug)]
@@ -75,29 +75,7 @@ impl HoldRelease for ReentrantRelease {
 #[async_trait]
 impl HoldExtend for ReentrantRelease {
     async fn extend(&self, owner: OwnerId, how: Extension) -> Result<Option<Duration>> {
-        validate_lease(how.duration())?;
-        let call = EXTEND
-            .call()
-            .key(&*self.name)
-            .arg(lease_millis(how.duration()))
-            .arg(owner.wire_form().as_str())
-            .arg(if matches!(how, Extension::By(_)) {
-                "1"
-            } else {
-                "0"
-            });
-        match self.client.eval::<i64>(&call).await? {
-            -1 => Ok(None),
-            -2 => Err(Error::NoTtl {
-                key: self.name.to_string(),
-            }),
-            left => {
-                let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
-                // A sum past the longest lease a hold may have is refused before it is sent;
-                // this only guards a reply out of range.
-                Ok(Some(left))
-            }
-        }
+        keylatch_redis::extend_hash_hold(&self.client, &self.name, owner, how).await
     }
 
     fn watchdog_renewal(&self) -> Option<(Renewal, Duration)> {

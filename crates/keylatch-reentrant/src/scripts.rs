@@ -1,7 +1,7 @@
 //! The reentrant lock's scripts, one static each.
 
 use keylatch_redis::redis::Value;
-use keylatch_redis::{LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
+use keylatch_redis::{EXTEND_HASH_HOLD, LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
 
 pub(crate) static ACQUIRE: LuaScript = LuaScript::taking_with(
     "reentrant_acquire",
@@ -29,8 +29,6 @@ pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing(
 
 pub(crate) static ADOPT: LuaScript =
     LuaScript::freeing("reentrant_adopt", include_str!("lua/adopt.lua"));
-pub(crate) static EXTEND: LuaScript =
-    LuaScript::freeing("reentrant_extend", include_str!("lua/extend.lua"));
 
 /// Every script of the reentrant lock, for [`Client::preload`](keylatch_redis::Client::preload).
 pub static SCRIPTS: [&LuaScript; 7] = [
@@ -40,7 +38,7 @@ pub static SCRIPTS: [&LuaScript; 7] = [
     &RELEASE_IF_COUNT,
     &RENEW_HASH_HOLDS,
     &FORCE_UNLOCK,
-    &EXTEND,
+    &EXTEND_HASH_HOLD,
 ];
 
 /// The message published on the channel when the lock is fully released.

@@ -1,4 +1,5 @@
--- keylatch fair lock: change the lease of an owner's hold, if it is still the owner's.
+-- keylatch: change the lease of an owner's hold on a lock hash (Redisson's layout: one field per
+-- owner), if it is still the owner's. For the reentrant-family and fair locks.
 -- KEYS[1] the lock hash
 -- ARGV[1] milliseconds, ARGV[2] owner id, ARGV[3] '1': add to what is left, '0': set it
 -- Returns the lease left afterwards in ms; -1 when the owner does not hold the lock; -2 when
