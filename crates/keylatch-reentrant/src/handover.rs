@@ -5,13 +5,12 @@
 //!
 //! May import `keylatch-core`, `keylatch-redis`, `lock.rs` and `scripts.rs`.
 
-use keylatch_core::{Error, HoldKey, HoldRelease, LockGuard, OwnerId, Result};
-use keylatch_redis::RENEW_HASH_HOLDS;
-use keylatch_redis::redis::Value;
+use keylatch_core::hold::Extension;
+use keylatch_core::{HoldKey, HoldRelease, LockGuard, OwnerId, Result};
+use keylatch_redis::{RENEW_HASH_HOLDS, extend_hash_hold};
 use tokio::time::Instant;
 
 use crate::lock::ReentrantLock;
-use crate::scripts::ADOPT;
 
 impl ReentrantLock {
     /// Takes over the hold of `owner` (an owner id from any process, such as a scheduler that
@@ -28,7 +27,8 @@ impl ReentrantLock {
     /// acquisition, not to the hold.
     ///
     /// # Errors
-    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    /// [`Error::InvalidName`](keylatch_core::Error::InvalidName),
+    /// [`Error::WrongType`](keylatch_core::Error::WrongType), Redis errors.
     ///
     /// # Cancel safety
     /// Dropping the future may leave the lease set again and nothing registered: the hold
@@ -50,38 +50,30 @@ impl ReentrantLock {
     pub async fn adopt(&self, owner: OwnerId) -> Result<Option<LockGuard>> {
         self.client.validate_name(&self.name)?;
         let lease = self.client.config().watchdog_timeout;
-        let hold_key = HoldKey::new(&self.name, owner);
-        let call = ADOPT
-            .call()
-            .key(&*self.name)
-            .arg(keylatch_core::lease_millis(lease))
-            .arg(hold_key.field());
         let sent_at = Instant::now();
-        match self.client.eval_value(&call).await? {
-            Value::Int(0) => Ok(None),
-            Value::Int(_) => {
-                let hold = self.client.watchdog().register(
-                    hold_key,
-                    lease,
-                    RENEW_HASH_HOLDS.renewal(),
-                    sent_at,
-                );
-                Ok(Some(self.guard(owner, hold, None)))
-            }
-            _ => Err(Error::UnexpectedReply {
-                what: "reentrant_adopt",
-            }),
+        // The lease set again only if the hold is still `owner`'s: what an extension does.
+        let held = extend_hash_hold(&self.client, &self.name, owner, Extension::To(lease)).await?;
+        if held.is_none() {
+            return Ok(None);
         }
+        let hold_key = HoldKey::new(&self.name, owner);
+        let hold =
+            self.client
+                .watchdog()
+                .register(hold_key, lease, RENEW_HASH_HOLDS.renewal(), sent_at);
+        Ok(Some(self.guard(owner, hold, None)))
     }
 
     /// Releases one hold of `owner` without its guard (Redisson's `unlockAsync(threadId)`):
     /// for a process that was given the owner id, or an owner whose guard was forgotten. A
     /// guard of `owner` still alive elsewhere then finds the hold gone (its `unlock` reports
-    /// [`Error::NotHeld`], its watchdog reports the loss).
+    /// [`Error::NotHeld`](keylatch_core::Error::NotHeld), its watchdog reports the loss).
     ///
     /// # Errors
-    /// [`Error::NotHeld`] when `owner` does not hold the lock (nothing changed);
-    /// [`Error::InvalidName`], [`Error::WrongType`], Redis errors.
+    /// [`Error::NotHeld`](keylatch_core::Error::NotHeld) when `owner` does not hold the lock
+    /// (nothing changed);
+    /// [`Error::InvalidName`](keylatch_core::Error::InvalidName),
+    /// [`Error::WrongType`](keylatch_core::Error::WrongType), Redis errors.
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have released the hold.

@@ -27,13 +27,9 @@ pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing(
     include_str!("lua/force_unlock.lua"),
 );
 
-pub(crate) static ADOPT: LuaScript =
-    LuaScript::freeing("reentrant_adopt", include_str!("lua/adopt.lua"));
-
 /// Every script of the reentrant lock, for [`Client::preload`](keylatch_redis::Client::preload).
-pub static SCRIPTS: [&LuaScript; 7] = [
+pub static SCRIPTS: [&LuaScript; 6] = [
     &ACQUIRE,
-    &ADOPT,
     &RELEASE,
     &RELEASE_IF_COUNT,
     &RENEW_HASH_HOLDS,
