@@ -339,3 +339,28 @@ pub fn capture(level: tracing::Level) -> Captured {
     tracing::subscriber::set_global_default(subscriber).unwrap();
     captured
 }
+
+/// A 3-primary cluster and two clients of it: one from the seed list (`redis+cluster://`), one
+/// from a single node's URL (cluster mode detected).
+pub async fn cluster_pair() -> (
+    keylatch_testkit::RedisCluster,
+    keylatch::Client,
+    keylatch::Client,
+) {
+    let cluster = tokio::task::spawn_blocking(keylatch_testkit::RedisCluster::start)
+        .await
+        .unwrap()
+        .expect("start a cluster");
+    let connect = |url: String| async move {
+        let config = keylatch::Config::builder()
+            .url(url)
+            .build()
+            .expect("config");
+        keylatch::Client::connect_with(config)
+            .await
+            .expect("connect")
+    };
+    let a = connect(cluster.seed_url()).await;
+    let b = connect(cluster.url()).await;
+    (cluster, a, b)
+}

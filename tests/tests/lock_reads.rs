@@ -2,23 +2,8 @@
 //! `RFencedLock.getToken`) and `is_held_by(owner id)` for this client's and another client's
 //! owners, on the reentrant, non-reentrant, fair and spin locks. On one server and on a
 //! cluster.
-use keylatch::{Client, Config, Error, Owner};
-use keylatch_testkit::RedisCluster;
+use keylatch::{Client, Error, Owner};
 use keylatch_tests::{client, raw, server, unique};
-
-async fn cluster() -> (RedisCluster, Client, Client) {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
-        .await
-        .unwrap()
-        .expect("start a cluster");
-    let connect = |url: String| async move {
-        let config = Config::builder().url(url).build().expect("config");
-        Client::connect_with(config).await.expect("connect")
-    };
-    let a = connect(cluster.seed_url()).await;
-    let b = connect(cluster.url()).await;
-    (cluster, a, b)
-}
 
 /// Tokens issued through every lock kind of one name (they share the counter), each read back
 /// by another client: the read is the last guard's token, and never goes backwards.
@@ -119,7 +104,7 @@ async fn reads_on_one_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_on_a_cluster() {
-    let (_cluster, a, b) = cluster().await;
+    let (_cluster, a, b) = keylatch_tests::cluster_pair().await;
     tokens(&a, &b).await;
     held_by(&a, &b).await;
     a.shutdown().await.unwrap();

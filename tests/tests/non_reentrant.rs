@@ -3,26 +3,11 @@
 //! owner still waits for it. On one server and on a cluster.
 use std::time::Duration;
 
-use keylatch::{Client, Config, Error, FairLock, Owner, ReentrantLock};
-use keylatch_testkit::RedisCluster;
+use keylatch::{Client, Error, FairLock, Owner, ReentrantLock};
 use keylatch_tests::{client, server, unique};
 
 /// A correctness bound, not a speed claim: an error that is "at once" comes back well within it.
 const BOUND: Duration = Duration::from_secs(10);
-
-async fn cluster() -> (RedisCluster, Client, Client) {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
-        .await
-        .unwrap()
-        .expect("start a cluster");
-    let connect = |url: String| async move {
-        let config = Config::builder().url(url).build().expect("config");
-        Client::connect_with(config).await.expect("connect")
-    };
-    let a = connect(cluster.seed_url()).await;
-    let b = connect(cluster.url()).await;
-    (cluster, a, b)
-}
 
 /// What both non-reentrant locks must do, for a lock made by `make` on each client.
 async fn second_acquisition_is_refused<L, F, C, Q>(a: &Client, b: &Client, make: F, count: C)
@@ -209,7 +194,7 @@ async fn non_reentrant_locks_on_one_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_reentrant_locks_on_a_cluster() {
-    let (_cluster, a, b) = cluster().await;
+    let (_cluster, a, b) = keylatch_tests::cluster_pair().await;
     lock_scenario(&a, &b).await;
     fair_scenario(&a, &b).await;
     a.shutdown().await.unwrap();

@@ -5,28 +5,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use keylatch::{Client, Config, DistributedLock, Error, Owner, SpinBackoff};
-use keylatch_testkit::RedisCluster;
+use keylatch::{Client, DistributedLock, Error, Owner, SpinBackoff};
 use keylatch_tests::{client, pubsub, server, unique};
 
 /// Subscriptions of a client's hub: channels in use, and waiters holding one.
 fn subscriptions(client: &Client) -> usize {
     let stats = client.stats();
     stats.channels + stats.subscribers
-}
-
-async fn cluster() -> (RedisCluster, Client, Client) {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
-        .await
-        .unwrap()
-        .expect("start a cluster");
-    let connect = |url: String| async move {
-        let config = Config::builder().url(url).build().expect("config");
-        Client::connect_with(config).await.expect("connect")
-    };
-    let a = connect(cluster.seed_url()).await;
-    let b = connect(cluster.url()).await;
-    (cluster, a, b)
 }
 
 /// Four tasks on two clients take the lock in turn; an in-process counter of the tasks inside
@@ -139,7 +124,7 @@ async fn spin_lock_on_one_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_lock_on_a_cluster() {
-    let (_cluster, a, b) = cluster().await;
+    let (_cluster, a, b) = keylatch_tests::cluster_pair().await;
     exclusion(&a, &b, SpinBackoff::default()).await;
     semantics(&a, &b).await;
     a.shutdown().await.unwrap();
