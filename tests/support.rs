@@ -364,3 +364,24 @@ pub async fn cluster_pair() -> (
     let b = connect(cluster.url()).await;
     (cluster, a, b)
 }
+
+/// Runs this test binary again as a child, only the ignored test `test`, with the variables of
+/// `remove` taken out of its environment and those of `set` put in; returns the rest of the
+/// line it printed after `prefix` (a reading of the configuration it saw).
+pub fn child_reading(test: &str, prefix: &str, remove: &[&str], set: &[(&str, &str)]) -> String {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child.args(["--ignored", "--exact", test, "--nocapture"]);
+    for var in remove {
+        child.env_remove(var);
+    }
+    for (name, value) in set {
+        child.env(name, value);
+    }
+    let output = child.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no reading in {stdout}"))
+        .to_owned()
+}

@@ -23,21 +23,13 @@ fn print_the_switches() {
 
 /// This binary run as a child with `name=value`: the line `print_the_switches` printed.
 fn read(name: &str, value: Option<&str>) -> String {
-    let mut child = Command::new(std::env::current_exe().unwrap());
-    child.args(["--ignored", "--exact", "print_the_switches", "--nocapture"]);
-    for var in ["KEYLATCH_COALESCE", "KEYLATCH_SHARDED_PUBSUB"] {
-        child.env_remove(var);
-    }
-    if let Some(value) = value {
-        child.env(name, value);
-    }
-    let output = child.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("switches "))
-        .unwrap_or_else(|| panic!("no reading in {stdout}"))
-        .to_owned()
+    let set: Vec<(&str, &str)> = value.map(|value| (name, value)).into_iter().collect();
+    keylatch_tests::child_reading(
+        "print_the_switches",
+        "switches ",
+        &["KEYLATCH_COALESCE", "KEYLATCH_SHARDED_PUBSUB"],
+        &set,
+    )
 }
 
 #[test]

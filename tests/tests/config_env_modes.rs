@@ -2,7 +2,6 @@
 //! (`KEYLATCH_REPLICAS_MODE`, `KEYLATCH_REPLICAS_AOF`, `KEYLATCH_WATCHDOG_BATCH_SIZE`): each
 //! reading runs in a child process of this test binary, so no test changes its own
 //! environment.
-use std::process::Command;
 
 use keylatch::Config;
 
@@ -30,21 +29,7 @@ fn print_the_modes() {
 }
 
 fn read(set: &[(&str, &str)]) -> String {
-    let mut child = Command::new(std::env::current_exe().unwrap());
-    child.args(["--ignored", "--exact", "print_the_modes", "--nocapture"]);
-    for var in VARS {
-        child.env_remove(var);
-    }
-    for (name, value) in set {
-        child.env(name, value);
-    }
-    let output = child.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("modes "))
-        .unwrap_or_else(|| panic!("no reading in {stdout}"))
-        .to_owned()
+    keylatch_tests::child_reading("print_the_modes", "modes ", &VARS, set)
 }
 
 #[test]
