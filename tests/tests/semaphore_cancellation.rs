@@ -433,3 +433,43 @@ async fn lost_replies_neither_leak_nor_double_permits() {
     );
     assert_eq!(xsemaphore.acquired_permits().await.unwrap(), 0);
 }
+
+/// Release markers whose replies were seen wait in a queue until a call takes them along to
+/// delete (or a background `DEL` a moment later). An acquire that took them and was refused
+/// in flight, then dropped, must not lose them: a release's marker would live an hour.
+#[tokio::test]
+async fn markers_taken_by_an_acquire_dropped_in_flight_are_deleted() {
+    let server = server();
+    let client = client_via(server.url(), WATCHDOG, RESPONSE_TIMEOUT).await;
+    let mut conn = raw(&server).await;
+    let name = unique("sem-taken");
+    let semaphore = client.semaphore(&name);
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    // Seven releases in a row: their markers and `try_set_permits`'s queue up (the background
+    // DEL waits 100 ms), eight in all, and none of these calls takes any along (a call takes
+    // them once eight are queued).
+    for _ in 0..7 {
+        semaphore.release(1).await.unwrap();
+    }
+    // An acquire of more than there is takes the queued markers along and is refused; the
+    // server runs it only after the drop.
+    let dropped = dropped_in_flight(&mut conn, semaphore.try_take(100)).await;
+    assert!(dropped, "the acquire answered before the drop");
+    client.wait_idle().await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    client.wait_idle().await;
+    let markers: Vec<String> = conn.keys(format!("*{name}*:req:*")).await.unwrap();
+    let mut long_lived = Vec::new();
+    for marker in &markers {
+        let pttl: i64 = conn.pttl(marker).await.unwrap();
+        // A release's marker lives an hour; an acquire's the request window (seconds).
+        if pttl > 120_000 {
+            long_lived.push(marker.clone());
+        }
+    }
+    assert!(
+        long_lived.is_empty(),
+        "release markers left for an hour: {long_lived:?}"
+    );
+    client.shutdown().await.unwrap();
+}
