@@ -8,9 +8,11 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{RAW_SCRIPT, command_counts, command_delta, micros, percentile, raw_eval};
+use common::{
+    RAW_SCRIPT, command_counts, command_delta, handoff_gaps, micros, percentile, raw_eval,
+};
 use keylatch::redis;
 use keylatch_testkit::RedisServer;
 
@@ -226,13 +228,7 @@ async fn main() {
     for h in handles {
         h.await.unwrap();
     }
-    let mut events = events.lock().unwrap().clone();
-    events.sort();
-    let mut gaps: Vec<Duration> = events
-        .windows(2)
-        .map(|w| w[1].0.saturating_duration_since(w[0].1))
-        .collect();
-    gaps.sort();
+    let gaps = handoff_gaps(&events.lock().unwrap()[..]);
     let gap_p50 = percentile(&gaps, 0.5);
     println!(
         "3. hand-off, {waiters} waiters on one key ({} hand-offs)",

@@ -10,7 +10,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{RAW_SCRIPT, command_counts, command_delta, micros, percentile, raw_eval};
+use common::{
+    RAW_SCRIPT, command_counts, command_delta, handoff_gaps, micros, percentile, raw_eval,
+};
 use keylatch::DistributedLock;
 use keylatch::redis;
 use keylatch_testkit::RedisServer;
@@ -359,13 +361,8 @@ async fn main() {
             j.await.unwrap();
         }
         let after = command_counts(&mut raw).await;
-        let mut events = events.lock().unwrap().clone();
-        events.sort();
-        let mut gaps: Vec<Duration> = events
-            .windows(2)
-            .map(|w| w[1].0.saturating_duration_since(w[0].1))
-            .collect();
-        gaps.sort();
+        let events = events.lock().unwrap().clone();
+        let gaps = handoff_gaps(&events);
         let p50 = percentile(&gaps, 0.5);
         gap_p50.push(p50);
         println!(

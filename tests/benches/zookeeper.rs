@@ -14,7 +14,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{RAW_SCRIPT, micros, percentile, raw_eval};
+use common::{RAW_SCRIPT, handoff_gaps, micros, percentile, raw_eval};
 use keylatch::redis;
 use keylatch_core::DistributedLock;
 use keylatch_testkit::{RedisServer, ZooKeeperServer};
@@ -51,14 +51,7 @@ async fn handoff(locks: Vec<Arc<dyn DistributedLock>>, per_waiter: usize) -> Vec
     for h in handles {
         h.await.unwrap();
     }
-    let mut events = events.lock().unwrap().clone();
-    events.sort();
-    let mut gaps: Vec<Duration> = events
-        .windows(2)
-        .map(|w| w[1].0.saturating_duration_since(w[0].1))
-        .collect();
-    gaps.sort();
-    gaps
+    handoff_gaps(&events.lock().unwrap()[..])
 }
 
 async fn zookeeper(uncontended: usize, handoffs: usize, waiters: usize) -> Row {

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use std::time::Instant;
+
 use keylatch::redis::{self, aio::MultiplexedConnection};
 
 /// A script doing as little as an acquire does to one key, for the raw baseline.
@@ -88,4 +90,17 @@ pub async fn client(server: &keylatch_testkit::RedisServer) -> keylatch::Client 
     keylatch::Client::connect_with(builder.build().expect("config"))
         .await
         .expect("connect")
+}
+
+/// Hand-off gaps, sorted: from each `(acquired, released)` event's release to the next
+/// acquisition, in time order.
+pub fn handoff_gaps(events: &[(Instant, Instant)]) -> Vec<Duration> {
+    let mut events = events.to_vec();
+    events.sort();
+    let mut gaps: Vec<Duration> = events
+        .windows(2)
+        .map(|w| w[1].0.saturating_duration_since(w[0].1))
+        .collect();
+    gaps.sort();
+    gaps
 }
