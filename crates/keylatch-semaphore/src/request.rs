@@ -94,8 +94,7 @@ impl Requests {
             }
         };
         Taken {
-            client: self.client.clone(),
-            queue: self.settled.clone(),
+            from: (!markers.is_empty()).then(|| (self.client.clone(), self.settled.clone())),
             markers,
         }
     }

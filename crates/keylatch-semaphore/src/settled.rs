@@ -136,8 +136,9 @@ pub(crate) fn schedule_flush(client: &Client, queue: Settled) {
 /// and a background `DEL` is scheduled: a release's marker would otherwise live an hour.
 #[derive(Debug)]
 pub(crate) struct Taken {
-    pub(crate) client: Client,
-    pub(crate) queue: Settled,
+    /// The queue they came from and its client; `None` when none were taken (most calls), so
+    /// that such a call clones nothing.
+    pub(crate) from: Option<(Client, Settled)>,
     pub(crate) markers: Vec<String>,
 }
 
@@ -158,7 +159,8 @@ impl Taken {
     }
 
     fn requeue(&mut self) {
-        let mut settled = self.queue.markers.lock().expect("settled lock");
+        let Some((_, queue)) = &self.from else { return };
+        let mut settled = queue.markers.lock().expect("settled lock");
         for marker in self.markers.drain(..).rev() {
             if settled.len() < SETTLED_CAP {
                 settled.push_front(marker);
@@ -173,6 +175,8 @@ impl Drop for Taken {
             return;
         }
         self.requeue();
-        schedule_flush(&self.client, self.queue.clone());
+        if let Some((client, queue)) = &self.from {
+            schedule_flush(client, queue.clone());
+        }
     }
 }
