@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use keylatch_core::lock::{Attempt, retrying};
 use keylatch_core::{Backoff, Error, Result, StoreError, TRANSIENT_RETRIES};
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -318,40 +319,34 @@ pub(crate) async fn contend(
     decide: impl Fn(&[String], usize) -> Option<String>,
 ) -> Result<Option<(OwnNode, NodeUndo)>> {
     let (node, undo) = create(shared, dir, lock_name, data).await?;
+    // A few lost connections in a row are ridden out, with the acquisitions' back-off.
     let mut failures = 0u32;
-    loop {
-        let step = async {
-            let children = children(shared, dir, names).await?;
-            let Some(mine) = children.iter().position(|c| *c == node.name) else {
-                return Err(Error::Store(StoreError::new(NodeGone(node.path.clone()))));
-            };
-            match decide(&children, mine) {
-                None => Ok(None),
-                Some(other) => wait_gone(shared, &format!("{dir}/{other}"), deadline)
-                    .await
-                    .map(Some),
-            }
+    let (node_ref, decide) = (&node, &decide);
+    let mut step = || async move {
+        let children = children(shared, dir, names).await?;
+        let Some(mine) = children.iter().position(|c| *c == node_ref.name) else {
+            return Err(Error::Store(StoreError::new(NodeGone(
+                node_ref.path.clone(),
+            ))));
         };
-        match step.await {
-            Ok(None) => return Ok(Some((node, undo))),
-            Ok(Some(Waited::Changed)) => failures = 0,
-            Ok(Some(Waited::TimedOut)) => {
+        match decide(&children, mine) {
+            None => Ok(Attempt::Done(None)),
+            Some(other) => wait_gone(shared, &format!("{dir}/{other}"), deadline)
+                .await
+                .map(|waited| Attempt::Done(Some(waited))),
+        }
+    };
+    loop {
+        let Attempt::Done(waited) = retrying(&mut step, deadline, &mut failures).await? else {
+            continue;
+        };
+        match waited {
+            None => return Ok(Some((node, undo))),
+            Some(Waited::Changed) => {}
+            Some(Waited::TimedOut) => {
                 undo.run_now().await?;
                 return Ok(None);
             }
-            Err(err) if err.is_transient() && failures < TRANSIENT_RETRIES => {
-                failures += 1;
-                let pause = Backoff::nth(
-                    Duration::from_millis(20),
-                    Duration::from_millis(640),
-                    failures - 1,
-                );
-                if deadline.is_some_and(|d| d <= Instant::now() + pause) {
-                    return Err(err);
-                }
-                tokio::time::sleep(pause).await;
-            }
-            Err(err) => return Err(err),
         }
     }
 }

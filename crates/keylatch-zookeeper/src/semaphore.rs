@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::{
-    AcquireOptions, DistributedLock, Error, LockGuard, Owner, Result, StoreError, TRANSIENT_RETRIES,
-};
+use keylatch_core::lock::{Attempt, retrying};
+use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, Owner, Result, StoreError};
 use tokio::time::Instant;
 
 use crate::holds::hold_new;
@@ -219,20 +218,22 @@ impl ZkSemaphore {
         deadline: Option<Instant>,
     ) -> Result<Option<(crate::node::OwnNode, crate::node::NodeUndo)>> {
         let (lease, undo) = create(&self.shared, &self.leases, LEASE_NAME, data).await?;
+        // A few lost connections in a row are ridden out, with the acquisitions' back-off.
         let mut failures = 0;
+        let name = &lease.name;
+        let mut check =
+            || async move { self.check_leases(name, deadline).await.map(Attempt::Done) };
         loop {
-            match self.check_leases(&lease.name, deadline).await {
-                Ok(None) => return Ok(Some((lease, undo))),
-                Ok(Some(Waited::Changed)) => failures = 0,
-                Ok(Some(Waited::TimedOut)) => {
+            let Attempt::Done(waited) = retrying(&mut check, deadline, &mut failures).await? else {
+                continue;
+            };
+            match waited {
+                None => return Ok(Some((lease, undo))),
+                Some(Waited::Changed) => {}
+                Some(Waited::TimedOut) => {
                     undo.run_now().await?;
                     return Ok(None);
                 }
-                Err(err) if err.is_transient() && failures < TRANSIENT_RETRIES => {
-                    failures += 1;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(err) => return Err(err),
             }
         }
     }
