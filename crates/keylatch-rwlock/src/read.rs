@@ -141,14 +141,17 @@ impl ReadLock {
         match shared.send(&call, undo).await? {
             Value::Nil => {
                 let hold = watchdog.register(hold_key.clone(), lease, renewal, sent_at);
-                Ok(Attempt::Done(LockGuard::new(
-                    shared.client.background().clone(),
-                    shared.name.clone(),
-                    owner,
-                    shared.read_release.clone(),
-                    hold,
-                    None,
-                )))
+                Ok(Attempt::Done(
+                    LockGuard::new(
+                        shared.client.background().clone(),
+                        shared.name.clone(),
+                        owner,
+                        shared.read_release.clone(),
+                        hold,
+                        None,
+                    )
+                    .extendable(shared.read_release.clone()),
+                ))
             }
             Value::Int(-1) => Err(Error::NoTtl {
                 key: shared.name.to_string(),

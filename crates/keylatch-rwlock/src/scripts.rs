@@ -8,6 +8,8 @@ pub(crate) static READ_RELEASE: LuaScript =
     LuaScript::freeing("rwlock_read_release", include_str!("lua/read_release.lua"));
 pub(crate) static READ_RENEW: LuaScript =
     LuaScript::freeing("rwlock_read_renew", include_str!("lua/read_renew.lua"));
+pub(crate) static READ_EXTEND: LuaScript =
+    LuaScript::freeing("rwlock_read_extend", include_str!("lua/read_extend.lua"));
 pub(crate) static WRITE_ACQUIRE: LuaScript = LuaScript::taking_with(
     "rwlock_write_acquire",
     NEXT_TOKEN,
@@ -20,6 +22,8 @@ pub(crate) static WRITE_RELEASE: LuaScript = LuaScript::freeing(
 );
 pub(crate) static WRITE_RENEW: LuaScript =
     LuaScript::freeing("rwlock_write_renew", include_str!("lua/write_renew.lua"));
+pub(crate) static WRITE_EXTEND: LuaScript =
+    LuaScript::freeing("rwlock_write_extend", include_str!("lua/write_extend.lua"));
 pub(crate) static INTENT_RENEW: LuaScript =
     LuaScript::freeing("rwlock_intent_renew", include_str!("lua/intent_renew.lua"));
 pub(crate) static INTENT_WITHDRAW: LuaScript = LuaScript::freeing(
@@ -34,9 +38,11 @@ pub static SCRIPTS: &[&LuaScript] = &[
     &READ_ACQUIRE,
     &READ_RELEASE,
     &READ_RENEW,
+    &READ_EXTEND,
     &WRITE_ACQUIRE,
     &WRITE_RELEASE,
     &WRITE_RENEW,
+    &WRITE_EXTEND,
     &INTENT_RENEW,
     &INTENT_WITHDRAW,
     &FORCE_UNLOCK,

@@ -250,14 +250,17 @@ impl WriteLock {
                     request.renewal,
                     sent_at,
                 );
-                Ok(Attempt::Done(LockGuard::new(
-                    shared.client.background().clone(),
-                    shared.name.clone(),
-                    request.owner,
-                    shared.write_release.clone(),
-                    hold,
-                    token,
-                )))
+                Ok(Attempt::Done(
+                    LockGuard::new(
+                        shared.client.background().clone(),
+                        shared.name.clone(),
+                        request.owner,
+                        shared.write_release.clone(),
+                        hold,
+                        token,
+                    )
+                    .extendable(shared.write_release.clone()),
+                ))
             }
             Value::Int(-3) => Err(self.upgrade_refused()),
             Value::Int(-1) => Err(Error::NoTtl {

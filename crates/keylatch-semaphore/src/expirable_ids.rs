@@ -207,7 +207,9 @@ impl PermitExpirableSemaphore {
     /// Sets the lease of the permit `id` anew: it ends `lease` from now (server clock). A
     /// watchdog-mode permit's next renewal sets it back to the watchdog timeout, and a
     /// [`Permit`](crate::Permit) guard's [`valid_until`](crate::Permit::valid_until) does not follow a change made
-    /// by id: do not shorten the lease of a permit whose guard relies on it.
+    /// by id: do not shorten the lease of a permit whose guard relies on it. The guard's own
+    /// [`Permit::extend`](crate::Permit::extend), [`set_lease`](crate::Permit::set_lease) and
+    /// [`watchdog`](crate::Permit::watchdog) change it and keep the guard in step.
     ///
     /// # Errors
     /// [`Error::UnknownPermit`] when the id is unknown or its lease already ended;
@@ -229,14 +231,14 @@ impl PermitExpirableSemaphore {
         )
         .await?
         {
-            (Value::Int(1), _) => Ok(()),
-            (Value::Int(0), _) => Err(self.unknown(id)),
+            (Value::Int(left), _) if left >= 0 => Ok(()),
+            (Value::Int(-1), _) => Err(self.unknown(id)),
             _ => Err(unexpected("expirable_semaphore_update_lease")),
         }
     }
 
-    /// The call that sets the lease of the permit `id` to `lease` from now (`1`), or finds it
-    /// unknown (`0`).
+    /// The call that sets the lease of the permit `id` to `lease` from now (the lease left,
+    /// in ms), or finds it unknown (`-1`).
     pub(crate) fn update_call(&self, id: &str, lease: Duration) -> keylatch_redis::ScriptCall {
         EXP_UPDATE
             .call()

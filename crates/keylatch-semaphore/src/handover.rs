@@ -52,7 +52,7 @@ impl PermitExpirableSemaphore {
         let sent_at = Instant::now();
         // Setting a lease from now is idempotent enough to retry.
         match run_idempotent(client, &self.update_call(id, lease), sent_at).await? {
-            (Value::Int(1), _) => Ok(Some(Permit::new(
+            (Value::Int(left), _) if left >= 0 => Ok(Some(Permit::new(
                 &self.shared,
                 id.to_ascii_lowercase(),
                 client.owner_id(Owner::unique()),
@@ -60,7 +60,7 @@ impl PermitExpirableSemaphore {
                 EXP_RENEW.renewal(),
                 sent_at,
             ))),
-            (Value::Int(0), _) => Ok(None),
+            (Value::Int(-1), _) => Ok(None),
             _ => Err(unexpected("expirable_semaphore_update_lease")),
         }
     }

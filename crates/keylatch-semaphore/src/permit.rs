@@ -5,12 +5,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::{Error, HoldKey, HoldRelease, LockGuard, OwnerId, Renewal, Result};
+use keylatch_core::hold::{Extension, HoldExtend};
+use keylatch_core::{
+    Error, HoldKey, HoldRelease, LockGuard, OwnerId, Renewal, Result, lease_millis, validate_lease,
+};
 use keylatch_redis::redis::Value;
 use tokio::time::Instant;
 
 use crate::expirable_shared::Shared;
 use crate::retry::run_until_applied;
+use crate::scripts::{EXP_RENEW, EXP_UPDATE};
 use crate::semaphore_shared::unexpected;
 
 /// One permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), held by
@@ -22,6 +26,9 @@ use crate::semaphore_shared::unexpected;
 /// - In watchdog mode the client's watchdog renews its lease while the `Permit` lives;
 ///   [`lost`](Permit::lost) completes when a renewal finds it gone or none succeeded in time,
 ///   or when a fixed lease runs out.
+/// - [`extend`](Permit::extend) adds to its lease, [`set_lease`](Permit::set_lease) sets what
+///   is left of it (and leaves watchdog mode), [`watchdog`](Permit::watchdog) switches a
+///   fixed lease to watchdog mode (Redisson's `updateLeaseTime`, checked against the guard).
 /// - [`forget`](Permit::forget) stops tracking it and returns its id: the permit stays taken
 ///   until its current lease ends or someone releases the id.
 #[must_use = "dropping a Permit gives it back (in the background); keep it while you use it, or `forget()` it to leave it to its lease"]
@@ -61,7 +68,8 @@ impl Permit {
             release.clone(),
             hold,
             None,
-        );
+        )
+        .extendable(release.clone());
         Permit { id, guard, release }
     }
 
@@ -98,6 +106,63 @@ impl Permit {
     /// Cancel safe.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         self.guard.lost()
+    }
+
+    /// Adds `by` to what is left of the permit's lease on the server (a fixed lease; a permit
+    /// in watchdog mode gets the watchdog's lease back at its next renewal), in one call that
+    /// first checks the permit is still held. [`valid_until`](Permit::valid_until) moves with
+    /// it.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPermit`] when the permit is no longer held (its lease ended, or it was
+    /// released by id): it then reports lost, [`LossReason::Gone`](keylatch_core::LossReason::Gone);
+    /// [`Error::InvalidLease`]; [`Error::WrongType`]; Redis errors.
+    ///
+    /// # Cancel safety
+    /// Dropped in flight, the extension may or may not have happened; the local deadline is
+    /// then left as it was (which never outlasts the server's).
+    pub async fn extend(&self, by: Duration) -> Result<()> {
+        let result = self.guard.extend(by).await;
+        self.unknown_if_not_held(result)
+    }
+
+    /// Sets what is left of the permit's lease on the server to `lease`, from now (server
+    /// clock), shorter or longer, and leaves watchdog mode: the permit then comes back to the
+    /// semaphore when that lease ends, unless extended again.
+    ///
+    /// # Errors
+    /// As [`extend`](Permit::extend).
+    ///
+    /// # Cancel safety
+    /// As [`extend`](Permit::extend); dropped in flight, the permit may have left watchdog mode
+    /// already.
+    pub async fn set_lease(&mut self, lease: Duration) -> Result<()> {
+        let result = self.guard.set_lease(lease).await;
+        self.unknown_if_not_held(result)
+    }
+
+    /// Switches the permit to watchdog mode: its lease is set to the client's watchdog timeout
+    /// (checking it is still held), and the watchdog renews it from then on, as if acquired
+    /// without a lease. [`set_lease`](Permit::set_lease) switches back.
+    ///
+    /// # Errors
+    /// As [`extend`](Permit::extend).
+    ///
+    /// # Cancel safety
+    /// Dropped in flight, the permit stays in the mode it had.
+    pub async fn watchdog(&mut self) -> Result<()> {
+        let result = self.guard.watchdog().await;
+        self.unknown_if_not_held(result)
+    }
+
+    fn unknown_if_not_held(&self, result: Result<()>) -> Result<()> {
+        result.map_err(|err| match err {
+            Error::NotHeld { name } => Error::UnknownPermit {
+                name,
+                id: self.id.to_string(),
+            },
+            other => other,
+        })
     }
 
     /// Gives the permit back and wakes the waiters.
@@ -175,5 +240,38 @@ impl HoldRelease for PermitRelease {
         let call = self.shared.release_call(&[&*self.id]);
         run_until_applied(client, &call).await?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl HoldExtend for PermitRelease {
+    /// One script call on the permit's expiry in `{name}:timeout` (server clock): `By` adds to
+    /// what is left, `To` sets it from now.
+    async fn extend(&self, _owner: OwnerId, how: Extension) -> Result<Option<Duration>> {
+        validate_lease(how.duration())?;
+        let shared = &self.shared;
+        let call = EXP_UPDATE
+            .call()
+            .key(&*shared.name)
+            .key(&*shared.timeout_key)
+            .key(&*shared.channel)
+            .arg(&*self.id)
+            .arg(lease_millis(how.duration()))
+            .arg(if matches!(how, Extension::By(_)) {
+                "1"
+            } else {
+                "0"
+            });
+        match shared.client.eval::<i64>(&call).await? {
+            left if left >= 0 => Ok(Some(Duration::from_millis(left.unsigned_abs()))),
+            _ => Ok(None),
+        }
+    }
+
+    fn watchdog_renewal(&self) -> Option<(Renewal, Duration)> {
+        Some((
+            EXP_RENEW.renewal(),
+            self.shared.client.config().watchdog_timeout,
+        ))
     }
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use keylatch_core::hold::{Extension, HoldExtend};
 use keylatch_core::{
     Error, HoldKey, HoldRelease, LockGuard, MAX_LEASE, Owner, OwnerId, Renewal, Result,
 };
@@ -33,6 +34,11 @@ use crate::semaphore_shared::{Shared, unexpected};
 ///   them, they are gone until someone adds them back. Use the
 ///   [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) when a crashed holder's
 ///   permits must come back.
+/// - Having no lease on the server (Redisson's `RSemaphore`), they have none to change: the
+///   guard's [`extend`](LockGuard::extend), [`set_lease`](LockGuard::set_lease) and
+///   [`watchdog`](LockGuard::watchdog) (after [`into_guard`](SemaphorePermit::into_guard))
+///   fail with [`Error::Unsupported`] and change nothing. A
+///   [`Permit`](crate::Permit) of the permit-expirable semaphore can change its lease.
 /// - [`Client::shutdown`](keylatch_redis::Client::shutdown) gives back every permit the client
 ///   still holds: call it before the program ends.
 #[must_use = "dropping a SemaphorePermit gives its permits back (in the background); keep it while you use them, or `forget()` it to keep them taken"]
@@ -76,7 +82,8 @@ impl SemaphorePermit {
             release.clone(),
             hold,
             None,
-        );
+        )
+        .extendable(release.clone());
         SemaphorePermit {
             permits,
             guard,
@@ -146,7 +153,9 @@ impl SemaphorePermit {
         self.permits
     }
 
-    /// The permits as a plain [`LockGuard`] (for the shared lock trait).
+    /// The permits as a plain [`LockGuard`] (for the shared lock trait). Its `extend`,
+    /// `set_lease` and `watchdog` fail with [`Error::Unsupported`]: the permits have no lease on
+    /// the server.
     pub fn into_guard(self) -> LockGuard {
         self.guard
     }
@@ -232,5 +241,24 @@ impl HoldRelease for PermitRelease {
     async fn release_if_count(&self, _owner: OwnerId, _expected: u64) -> Result<()> {
         // Called after a lost reply: the same marker makes sending again safe.
         self.send().await
+    }
+}
+
+/// The plain semaphore's permits have no lease on the server: changing one is refused with a
+/// reason that says so (the guard's generic refusal would not).
+#[async_trait]
+impl HoldExtend for PermitRelease {
+    async fn extend(&self, _owner: OwnerId, _how: Extension) -> Result<Option<Duration>> {
+        Err(Error::Unsupported {
+            primitive: "semaphore",
+            operation: "extend",
+            reason: "a semaphore's permits have no lease on the server (Redisson's RSemaphore): \
+                     they are held until released; use a PermitExpirableSemaphore for permits \
+                     with a lease",
+        })
+    }
+
+    fn watchdog_renewal(&self) -> Option<(Renewal, Duration)> {
+        None
     }
 }
