@@ -283,6 +283,10 @@ async fn rwlock_scenarios(servers: &Servers) {
             !guard.is_lost(),
             "the {side} hold was renewed by the watchdog"
         );
+        if side == "read" {
+            let left = servers.pttl(&read_key(&name, &guard)).await;
+            assert!(left > 0, "the read hold's own key was renewed: {left}");
+        }
         guard.set_lease(SHORT).await.unwrap();
         wait_lost(&guard, LossReason::LeaseExpired).await;
     }
