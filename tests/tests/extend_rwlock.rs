@@ -340,6 +340,11 @@ async fn permit_scenarios(servers: &Servers) {
 
     // set_lease shortens it: it ends, and another client takes the permit.
     permit.set_lease(SHORT).await.unwrap();
+    let left = semaphore.remaining_lease(permit.id()).await.unwrap();
+    assert!(
+        left.is_none_or(|left| left <= SHORT),
+        "the lease was shortened: {left:?}"
+    );
     tokio::time::timeout(WITHIN, permit.lost()).await.unwrap();
     assert_eq!(permit.loss_reason(), Some(LossReason::LeaseExpired));
     let taken = b
@@ -362,6 +367,8 @@ async fn permit_scenarios(servers: &Servers) {
     permit.watchdog().await.unwrap();
     refused_until(Instant::now() + WATCHDOG * 4, refused).await;
     assert!(!permit.is_lost(), "renewed by the watchdog");
+    let left = semaphore.remaining_lease(permit.id()).await.unwrap();
+    assert!(left.is_some(), "held on the server too");
     permit.set_lease(SHORT).await.unwrap();
     tokio::time::timeout(WITHIN, permit.lost()).await.unwrap();
     assert_eq!(permit.loss_reason(), Some(LossReason::LeaseExpired));
