@@ -23,13 +23,13 @@ const SHORT: Duration = Duration::from_millis(300);
 
 /// The servers a scenario runs against.
 enum Servers {
-    Single(RedisServer),
+    Single(Box<RedisServer>),
     Cluster(RedisCluster),
 }
 
 impl Servers {
     async fn single() -> Servers {
-        Servers::Single(keylatch_tests::server())
+        Servers::Single(Box::new(keylatch_tests::server()))
     }
 
     async fn cluster() -> Servers {

@@ -32,7 +32,9 @@ use crate::shared::Shared;
 /// - **Leases**: each read hold expires on its own (`{name}:<owner-id>:rwlock_timeout:<n>`);
 ///   in watchdog mode the client renews only its own owners' holds, so a crashed reader's hold
 ///   ends after its lease even while other readers keep the lock. The hash lives as long as
-///   its longest hold.
+///   its longest hold. A guard's `extend`, `set_lease` and `watchdog` change the leases of all
+///   its owner's read holds on this lock, and the hash's expiry follows (a shortened lease
+///   ends this owner's hold, not another reader's).
 #[derive(Clone, Debug)]
 pub struct ReadLock {
     shared: Arc<Shared>,

@@ -31,7 +31,11 @@ use crate::write::{DEFAULT_WRITER_INTENT_TIMEOUT, WriteLock};
 /// - **Leases**: without a lease the hold is in watchdog mode (the client's watchdog timeout,
 ///   renewed every third of it while the guard lives); with one it ends after the lease. Each
 ///   read hold has its own expiry key, and the watchdog renews only this client's read holds,
-///   so a crashed reader's hold ends on time even while other readers keep the lock.
+///   so a crashed reader's hold ends on time even while other readers keep the lock. A guard
+///   changes its hold's lease with [`LockGuard::extend`], [`set_lease`](LockGuard::set_lease)
+///   and [`watchdog`](LockGuard::watchdog): a read guard changes all of its owner's read holds
+///   (and a shortened one ends while other readers keep theirs); a write guard never sets the
+///   lock's expiry below its owner's own read holds.
 ///
 /// `read`/`write`/`try_read`/`try_write` are shortcuts in tokio's naming;
 /// [`read_lock`](RwLock::read_lock) and [`write_lock`](RwLock::write_lock) return the two sides
