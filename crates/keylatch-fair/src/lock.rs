@@ -4,7 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, Result};
+use keylatch_core::{
+    AcquireOptions, DistributedLock, Error, HoldHandle, LockGuard, MAX_LEASE, Owner, OwnerId,
+    Result,
+};
 use keylatch_redis::Client;
 use keylatch_redis::redis;
 
@@ -177,6 +180,25 @@ impl FairLock {
         let mut handle = self.clone();
         handle.direct_grant = enabled;
         handle
+    }
+
+    /// The guard of a hold registered for `owner`: released (handing the lock to the head of
+    /// the queue) and extended by this handle.
+    pub(crate) fn hold_guard(
+        &self,
+        owner: OwnerId,
+        hold: HoldHandle,
+        token: Option<u64>,
+    ) -> LockGuard {
+        LockGuard::new(
+            self.client.background().clone(),
+            self.keys.name.clone(),
+            owner,
+            self.release.clone(),
+            hold,
+            token,
+        )
+        .extendable(self.release.clone())
     }
 
     /// The lock name (the hash key).
