@@ -8,9 +8,8 @@ use std::time::Duration;
 use keylatch::redis::{self, AsyncCommands};
 use keylatch::{Client, Config, Error, LossReason, OwnerId};
 use keylatch_testkit::RedisCluster;
-use keylatch_tests::{
-    client_with, eventually, fair_waiter, keyspace, queue_ids, raw, server, unique,
-};
+use keylatch_tests::{client_with, eventually, keyspace, queue_ids, raw, server, unique};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 const WATCHDOG: Duration = Duration::from_millis(900);
@@ -203,35 +202,63 @@ async fn a_forgotten_permit_is_adopted_by_id() {
     worker.shutdown().await.unwrap();
 }
 
-/// Queues a waiter of `client` behind the holder of the fair lock `name` (waiting until it is
-/// in the queue, after the `before` waiters); the task records `index` in `order` when it gets
-/// the lock, then releases it.
-async fn queue_fair_waiter(
-    client: &Client,
-    name: &str,
-    index: usize,
-    before: usize,
-    order: &Arc<Mutex<Vec<usize>>>,
-) -> (String, JoinHandle<()>) {
-    let (lock, id) = fair_waiter(client, name, QUIET);
-    let order = order.clone();
-    let task = tokio::spawn(async move {
-        let guard = lock.lock().await.unwrap();
-        order.lock().unwrap().push(index);
-        guard.unlock().await.unwrap();
-    });
-    let probe = client.fair_lock(name);
-    let queued = eventually(HANG, || async {
-        queue_ids(&probe).await.len() == before + 1
-    })
-    .await;
-    assert!(queued, "waiter {index} did not queue");
-    (id, task)
+/// A waiter on the fair lock that, once it has the lock, records its index and holds the lock
+/// until let go. Each acquisition is its own owner, so the waiter takes the lock handed to it
+/// by a release (the default direct grant): a release that frees the lock has written the
+/// head's hold before it returns.
+struct Waiter {
+    id: String,
+    task: JoinHandle<()>,
+    go: oneshot::Sender<()>,
+}
+
+impl Waiter {
+    /// Queues a waiter of `client` behind the holder of `name`, after the `before` waiters
+    /// queued already.
+    async fn queue(
+        client: &Client,
+        name: &str,
+        index: usize,
+        before: usize,
+        order: &Arc<Mutex<Vec<usize>>>,
+    ) -> Waiter {
+        let lock = client.fair_lock(name).with_waiter_timeout(QUIET);
+        let order = order.clone();
+        let (go, let_go) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            order.lock().unwrap().push(index);
+            let _ = let_go.await;
+            guard.unlock().await.unwrap();
+        });
+        let probe = client.fair_lock(name);
+        let queued = eventually(HANG, || async {
+            queue_ids(&probe).await.len() == before + 1
+        })
+        .await;
+        assert!(queued, "waiter {index} did not queue");
+        let id = queue_ids(&probe).await.pop().unwrap();
+        Waiter { id, task, go }
+    }
+
+    fn owner(&self) -> OwnerId {
+        self.id.parse().unwrap()
+    }
+
+    /// Lets go of the lock (once the waiter has it) and waits for the waiter's release.
+    async fn finish(self) {
+        let _ = self.go.send(());
+        tokio::time::timeout(HANG, self.task)
+            .await
+            .expect("a waiter never got the lock")
+            .unwrap();
+    }
 }
 
 /// A scheduler acquires the fair lock and forgets; a worker adopts it; two waiters queue in a
 /// known order and stay queued for several watchdog timeouts (only the worker's renewals keep
-/// the hold); the worker releases and the first waiter gets the lock, then the second.
+/// the hold); the worker's release hands the lock to the first waiter, whose release hands it
+/// to the second.
 async fn adopt_fair_and_hand_on(scheduler: &Client, worker: &Client, third: &Client, name: &str) {
     let guard = scheduler.fair_lock(name).lock().await.unwrap();
     let owner: OwnerId = guard.owner_id().to_string().parse().unwrap();
@@ -244,8 +271,8 @@ async fn adopt_fair_and_hand_on(scheduler: &Client, worker: &Client, third: &Cli
         .expect("the scheduler's fair hold");
     assert_eq!(adopted.owner_id(), owner);
     let order = Arc::new(Mutex::new(Vec::new()));
-    let (first, first_task) = queue_fair_waiter(third, name, 1, 0, &order).await;
-    let (second, second_task) = queue_fair_waiter(scheduler, name, 2, 1, &order).await;
+    let first = Waiter::queue(third, name, 1, 0, &order).await;
+    let second = Waiter::queue(scheduler, name, 2, 1, &order).await;
     let probe = third.fair_lock(name);
     for _ in 0..6 {
         tokio::time::sleep(WATCHDOG / 2).await;
@@ -255,15 +282,26 @@ async fn adopt_fair_and_hand_on(scheduler: &Client, worker: &Client, third: &Cli
             "a waiter got in while adopted"
         );
     }
-    assert_eq!(queue_ids(&probe).await, [first, second]);
+    assert_eq!(
+        queue_ids(&probe).await,
+        [first.id.clone(), second.id.clone()]
+    );
     assert!(!adopted.is_lost());
     adopted.unlock().await.unwrap();
-    for task in [first_task, second_task] {
-        tokio::time::timeout(HANG, task)
-            .await
-            .expect("a waiter never got the lock")
-            .unwrap();
-    }
+    // The fair release handed the lock to the head of the queue as it freed it.
+    assert!(
+        probe.is_held_by(first.owner()).await.unwrap(),
+        "not handed to the first waiter"
+    );
+    assert!(!probe.is_held_by(second.owner()).await.unwrap());
+    assert_eq!(queue_ids(&probe).await, [second.id.clone()]);
+    let second_owner = second.owner();
+    first.finish().await;
+    assert!(
+        probe.is_held_by(second_owner).await.unwrap(),
+        "not handed on to the second"
+    );
+    second.finish().await;
     assert_eq!(
         *order.lock().unwrap(),
         [1, 2],
@@ -272,21 +310,21 @@ async fn adopt_fair_and_hand_on(scheduler: &Client, worker: &Client, third: &Cli
     assert!(!probe.is_locked().await.unwrap());
 }
 
-/// A holder's fair hold is released by another client without its guard: the queued waiter
-/// gets the lock, the holder's guard learns its hold is gone.
+/// A holder's fair hold is released by another client without its guard: the release hands
+/// the lock to the queued waiter, and the holder's guard learns its hold is gone.
 async fn fair_unlock_as(holder: &Client, other: &Client, third: &Client, name: &str) {
     let guard = holder.fair_lock(name).lock().await.unwrap();
     let owner = guard.owner_id();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let (_, waiter) = queue_fair_waiter(third, name, 1, 0, &order).await;
+    let waiter = Waiter::queue(third, name, 1, 0, &order).await;
     let lock = other.fair_lock(name);
     lock.unlock_as(owner).await.unwrap();
-    tokio::time::timeout(HANG, waiter)
-        .await
-        .expect("the waiter never got the lock")
-        .unwrap();
-    assert_eq!(*order.lock().unwrap(), [1]);
     assert!(!lock.is_held_by(owner).await.unwrap());
+    assert!(
+        lock.is_held_by(waiter.owner()).await.unwrap(),
+        "the waiter was not handed the lock"
+    );
+    assert!(queue_ids(&lock).await.is_empty());
     assert!(matches!(
         lock.unlock_as(owner).await,
         Err(Error::NotHeld { .. })
@@ -296,6 +334,9 @@ async fn fair_unlock_as(holder: &Client, other: &Client, third: &Client, name: &
         .expect("the guard never learned its hold was released");
     assert_eq!(guard.loss_reason(), Some(LossReason::Gone));
     assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
+    waiter.finish().await;
+    assert_eq!(*order.lock().unwrap(), [1]);
+    assert!(!lock.is_locked().await.unwrap());
 }
 
 #[tokio::test]
@@ -345,12 +386,12 @@ async fn adopting_a_fair_owner_that_holds_nothing_writes_nothing() {
     // Held (a fixed lease: nothing renews it) with two waiters queued.
     let guard = a.fair_lock(&name).lock_with_lease(QUIET).await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let (first, first_task) = queue_fair_waiter(&waiters, &name, 1, 0, &order).await;
-    let (second, second_task) = queue_fair_waiter(&waiters, &name, 2, 1, &order).await;
+    let first = Waiter::queue(&waiters, &name, 1, 0, &order).await;
+    let second = Waiter::queue(&waiters, &name, 2, 1, &order).await;
     let before = keyspace(&mut conn).await;
-    let queued: OwnerId = first.parse().unwrap();
     for lock in &handles {
         assert!(lock.adopt(stranger).await.unwrap().is_none());
+        let queued = first.owner();
         assert!(
             lock.adopt(queued).await.unwrap().is_none(),
             "adopted a waiter"
@@ -366,19 +407,18 @@ async fn adopting_a_fair_owner_that_holds_nothing_writes_nothing() {
         pttl > (QUIET / 2).as_millis() as i64,
         "the holder's lease was reset"
     );
-    assert_eq!(queue_ids(&handles[0]).await, [first, second]);
+    assert_eq!(
+        queue_ids(&handles[0]).await,
+        [first.id.clone(), second.id.clone()]
+    );
     assert_eq!(
         b.stats().watchdog.holds,
         0,
         "a refused adoption registered a hold"
     );
     guard.unlock().await.unwrap();
-    for task in [first_task, second_task] {
-        tokio::time::timeout(HANG, task)
-            .await
-            .expect("a waiter never got the lock")
-            .unwrap();
-    }
+    first.finish().await;
+    second.finish().await;
     for c in [a, b, waiters] {
         c.shutdown().await.unwrap();
     }
