@@ -294,7 +294,7 @@ async fn adopt_fair_and_hand_on(scheduler: &Client, worker: &Client, third: &Cli
         "not handed to the first waiter"
     );
     assert!(!probe.is_held_by(second.owner()).await.unwrap());
-    assert_eq!(queue_ids(&probe).await, [second.id.clone()]);
+    assert_eq!(queue_ids(&probe).await, [second.id.as_str()]);
     let second_owner = second.owner();
     first.finish().await;
     assert!(

@@ -51,6 +51,9 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 ///   lease it ends after the lease, renewed by no one.
 /// - **Fencing** (opt-in, [`with_fencing`](FairLock::with_fencing)): each acquisition gets a
 ///   token that strictly increases per name.
+/// - **Hand-over** by owner id: [`adopt`](FairLock::adopt) takes over another process's hold
+///   with a guard of this client, [`unlock_as`](FairLock::unlock_as) releases one without its
+///   guard; either way the release hands the lock to the head of the queue.
 ///
 /// - **Redisson waiters** (`RFairLock`) share the queue: the lock goes in arrival order across
 ///   both, and each side's waiters keep their place under the other's score arithmetic.
