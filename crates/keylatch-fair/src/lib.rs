@@ -40,6 +40,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod flight;
+mod handover;
 mod keys;
 mod lock;
 mod reads;

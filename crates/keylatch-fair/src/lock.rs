@@ -4,7 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, MAX_LEASE, Owner, Result};
+use keylatch_core::{
+    AcquireOptions, DistributedLock, Error, HoldHandle, LockGuard, MAX_LEASE, Owner, OwnerId,
+    Result,
+};
 use keylatch_redis::Client;
 use keylatch_redis::redis;
 
@@ -48,6 +51,9 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 ///   lease it ends after the lease, renewed by no one.
 /// - **Fencing** (opt-in, [`with_fencing`](FairLock::with_fencing)): each acquisition gets a
 ///   token that strictly increases per name.
+/// - **Hand-over** by owner id: [`adopt`](FairLock::adopt) takes over another process's hold
+///   with a guard of this client, [`unlock_as`](FairLock::unlock_as) releases one without its
+///   guard; either way the release hands the lock to the head of the queue.
 ///
 /// - **Redisson waiters** (`RFairLock`) share the queue: the lock goes in arrival order across
 ///   both, and each side's waiters keep their place under the other's score arithmetic.
@@ -177,6 +183,25 @@ impl FairLock {
         let mut handle = self.clone();
         handle.direct_grant = enabled;
         handle
+    }
+
+    /// The guard of a hold registered for `owner`: released (handing the lock to the head of
+    /// the queue) and extended by this handle.
+    pub(crate) fn hold_guard(
+        &self,
+        owner: OwnerId,
+        hold: HoldHandle,
+        token: Option<u64>,
+    ) -> LockGuard {
+        LockGuard::new(
+            self.client.background().clone(),
+            self.keys.name.clone(),
+            owner,
+            self.release.clone(),
+            hold,
+            token,
+        )
+        .extendable(self.release.clone())
     }
 
     /// The lock name (the hash key).

@@ -296,15 +296,7 @@ impl FairLock {
 
     /// The guard of a hold of `request`'s owner.
     fn guard(&self, request: &Request, hold: HoldHandle, token: Option<u64>) -> LockGuard {
-        LockGuard::new(
-            self.client.background().clone(),
-            self.keys.name.clone(),
-            request.owner,
-            self.release.clone(),
-            hold,
-            token,
-        )
-        .extendable(self.release.clone())
+        self.hold_guard(request.owner, hold, token)
     }
 
     /// Makes sure the watchdog refreshes this waiter's deadline: registers it after the first
