@@ -249,6 +249,7 @@ impl LockGuard {
             Some(left) => {
                 let until = sent_at + left;
                 inner.hold.hold_key().set_until(until);
+                inner.hold.hold_key().confirmed(sent_at);
                 Ok(until)
             }
             None => {

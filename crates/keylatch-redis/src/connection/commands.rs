@@ -203,7 +203,10 @@ impl Commands {
             return Ok(found);
         }
         let moves = self.topology.moves();
-        let opened = self.topology.command_connection().await?;
+        let mut opened = self.topology.command_connection().await?;
+        if let Some(address) = &opened.address {
+            self.check_run_id(address, &mut opened.conn).await;
+        }
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         *slot.current.lock().expect("slot lock") = Some(Held {
             generation,
@@ -212,6 +215,37 @@ impl Commands {
             _pooled: opened.pooled,
         });
         Ok((generation, opened.conn))
+    }
+
+    /// Reads the run id of the server at `address` on a connection just opened (once per
+    /// connection, never per command): another one than last time there is a restart,
+    /// recorded for the watchdog's loss reasons. A server that refuses `INFO` is not checked.
+    async fn check_run_id(&self, address: &str, conn: &mut Connection) {
+        keylatch_core::telemetry::round_trip();
+        let info: redis::RedisResult<String> =
+            redis::cmd("INFO").arg("server").query_async(conn).await;
+        match info {
+            Ok(info) => {
+                if let Some(run_id) = crate::connection::changes::run_id(&info) {
+                    self.topology.changes().server_seen(address, run_id);
+                }
+            }
+            Err(err) => {
+                tracing::debug!(target: "keylatch::connection", error = %err, "INFO server refused: restarts are not told apart");
+            }
+        }
+    }
+
+    /// Why a hold on `key`, confirmed valid at `confirmed` and now found gone, was lost: a
+    /// restart or a failover concerning it seen since then, if any.
+    pub(crate) fn loss_reason_since(
+        &self,
+        key: &str,
+        confirmed: tokio::time::Instant,
+    ) -> Option<keylatch_core::LossReason> {
+        self.topology
+            .changes()
+            .reason_since(confirmed, self.slot_of(key))
     }
 
     /// A new connection of its own to the primary, for the application's own commands.
