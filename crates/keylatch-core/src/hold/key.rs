@@ -233,6 +233,13 @@ impl HoldKey {
             .fetch_max(encode(at).max(1), Ordering::AcqRel);
     }
 
+    /// The store confirmed the hold valid by a request sent at `at`, until `until` (earlier or
+    /// later than before: an extension).
+    pub(crate) fn confirmed_until(&self, at: Instant, until: Instant) {
+        self.set_until(until);
+        self.confirmed(at);
+    }
+
     /// When the store last confirmed the hold valid: when the acquisition, or the last
     /// renewal or extension that succeeded, was sent (`None` before it is registered). A
     /// store's renewal task compares it with what it saw change on the server (a restart, a

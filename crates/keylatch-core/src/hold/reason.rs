@@ -63,9 +63,9 @@ impl fmt::Display for LossReason {
             LossReason::LeaseExpired => f.write_str("the lease ran out"),
             LossReason::Gone => f.write_str("the server no longer has it"),
             LossReason::ServerRestarted => f.write_str("the server restarted and lost it"),
-            LossReason::PrimaryChanged => f.write_str(
-                "a failover moved the primary and the new one does not have it",
-            ),
+            LossReason::PrimaryChanged => {
+                f.write_str("a failover moved the primary and the new one does not have it")
+            }
             LossReason::RenewalFailed { for_ } => write!(
                 f,
                 "no renewal succeeded for {for_:.1?} before the lease ended"

@@ -34,6 +34,11 @@ struct Inner {
     primary: Option<String>,
     /// The last slot map read on a cluster.
     slot_map: Option<std::sync::Arc<SlotMap>>,
+    /// Since when the server has been in doubt (a connection broke or timed out, the primary
+    /// may have moved, the slot map went stale), until the next check: a change then found is
+    /// dated from this instant, so a request sent meanwhile (which may have reached the new
+    /// server) does not count as confirmed before it.
+    doubted_since: Option<Instant>,
     changes: VecDeque<Change>,
 }
 
@@ -46,16 +51,24 @@ struct Change {
 }
 
 impl ServerChanges {
+    /// The server may have changed (a connection broke or timed out, the primary may have
+    /// moved, the slot map is stale): what the next check finds is dated from the first such
+    /// doubt.
+    pub(crate) fn doubt(&self) {
+        let mut inner = self.inner.lock().expect("changes lock");
+        inner.doubted_since.get_or_insert_with(Instant::now);
+    }
+
     /// A connection to `address` was opened, and the server there answered `run_id`: a
     /// different one than last time is a restart.
     pub(crate) fn server_seen(&self, address: &str, run_id: &str) {
         let mut inner = self.inner.lock().expect("changes lock");
-        let previous = inner
-            .run_ids
-            .insert(address.to_owned(), run_id.to_owned());
+        let previous = inner.run_ids.insert(address.to_owned(), run_id.to_owned());
         if previous.is_some_and(|previous| previous != run_id) {
             tracing::info!(target: "keylatch::connection", address, "the server restarted (a new run id)");
             inner.record(LossReason::ServerRestarted, None);
+        } else {
+            inner.doubted_since = None;
         }
     }
 
@@ -82,11 +95,13 @@ impl ServerChanges {
         if !moved.is_empty() {
             tracing::info!(target: "keylatch::connection", ranges = moved.len(), "slots moved to other primaries");
             inner.record(LossReason::PrimaryChanged, Some(moved));
+        } else {
+            inner.doubted_since = None;
         }
     }
 
     /// Why a hold on `slot` (`None` off a cluster) that was confirmed valid at `confirmed` and
-    /// is now gone was lost: the latest restart or failover concerning it recorded after
+    /// is now gone was lost: the latest restart or failover concerning it dated after
     /// `confirmed`, if any.
     pub(crate) fn reason_since(&self, confirmed: Instant, slot: Option<u16>) -> Option<LossReason> {
         let inner = self.inner.lock().expect("changes lock");
@@ -94,7 +109,7 @@ impl ServerChanges {
             .changes
             .iter()
             .rev()
-            .take_while(|change| change.at > confirmed)
+            .filter(|change| change.at > confirmed)
             .find(|change| match (&change.slots, slot) {
                 (Some(ranges), Some(slot)) => ranges
                     .iter()
@@ -110,11 +125,8 @@ impl Inner {
         if self.changes.len() == KEPT {
             self.changes.pop_front();
         }
-        self.changes.push_back(Change {
-            at: Instant::now(),
-            reason,
-            slots,
-        });
+        let at = self.doubted_since.take().unwrap_or_else(Instant::now);
+        self.changes.push_back(Change { at, reason, slots });
     }
 }
 
@@ -145,8 +157,15 @@ mod tests {
             Some(LossReason::ServerRestarted)
         );
         std::thread::sleep(std::time::Duration::from_millis(2));
-        assert_eq!(changes.reason_since(Instant::now(), None), None, "confirmed since");
-        assert_eq!(run_id("# Server\r\nrun_id:abc\r\ntcp_port:1\r\n"), Some("abc"));
+        assert_eq!(
+            changes.reason_since(Instant::now(), None),
+            None,
+            "confirmed since"
+        );
+        assert_eq!(
+            run_id("# Server\r\nrun_id:abc\r\ntcp_port:1\r\n"),
+            Some("abc")
+        );
     }
 
     #[test]

@@ -261,6 +261,7 @@ impl Commands {
         let mut current = self.slots[index].current.lock().expect("slot lock");
         if current.as_ref().is_some_and(|h| h.generation == generation) {
             *current = None;
+            self.topology.changes().doubt();
         }
     }
 

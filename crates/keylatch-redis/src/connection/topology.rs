@@ -162,8 +162,9 @@ impl Topology {
     /// are recorded as moved.
     pub(crate) fn set_slot_map(&self, map: Option<Arc<SlotMap>>) {
         if let Kind::Cluster { slots, .. } = &self.kind {
-            if let Some(map) = &map {
-                self.changes.slot_map_seen(map);
+            match &map {
+                Some(map) => self.changes.slot_map_seen(map),
+                None => self.changes.doubt(),
             }
             *slots.lock().expect("slots lock") = map;
         }
@@ -223,6 +224,7 @@ impl Topology {
     /// The primary changed or may have (a sentinel said so, or a node answered `READONLY`):
     /// forget it, and tell everyone that holds a connection to it.
     pub(crate) fn moved(&self, why: &'static str) {
+        self.changes.doubt();
         if let Kind::Sentinel { primary, .. } = &self.kind {
             *primary.lock().expect("primary lock") = None;
         }
@@ -232,6 +234,7 @@ impl Topology {
 
     /// A connection failed: with Sentinel, look the primary up again before the next one.
     pub(crate) fn connection_failed(&self) {
+        self.changes.doubt();
         if let Kind::Sentinel { primary, .. } = &self.kind {
             *primary.lock().expect("primary lock") = None;
         }

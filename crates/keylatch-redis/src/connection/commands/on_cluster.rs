@@ -110,9 +110,10 @@ impl Commands {
             &self.batch_pipelines,
         )
         .await;
-        let lost_node = replies
-            .iter()
-            .any(|r| r.as_ref().is_err_and(|e| e.is_io_error() || e.is_connection_dropped()));
+        let lost_node = replies.iter().any(|r| {
+            r.as_ref()
+                .is_err_and(|e| e.is_io_error() || e.is_connection_dropped())
+        });
         if lost_node {
             // A node is unreachable (killed, failing over): the map is read again.
             topology.set_slot_map(None);
