@@ -18,6 +18,7 @@ use keylatch_core::{Error, Result, StoreError};
 mod ack;
 mod coalesce;
 mod on_cluster;
+mod server_changes;
 pub use coalesce::COALESCE_AFTER;
 
 /// Connections for commands.
@@ -215,37 +216,6 @@ impl Commands {
             _pooled: opened.pooled,
         });
         Ok((generation, opened.conn))
-    }
-
-    /// Reads the run id of the server at `address` on a connection just opened (once per
-    /// connection, never per command): another one than last time there is a restart,
-    /// recorded for the watchdog's loss reasons. A server that refuses `INFO` is not checked.
-    async fn check_run_id(&self, address: &str, conn: &mut Connection) {
-        keylatch_core::telemetry::round_trip();
-        let info: redis::RedisResult<String> =
-            redis::cmd("INFO").arg("server").query_async(conn).await;
-        match info {
-            Ok(info) => {
-                if let Some(run_id) = crate::connection::changes::run_id(&info) {
-                    self.topology.changes().server_seen(address, run_id);
-                }
-            }
-            Err(err) => {
-                tracing::debug!(target: "keylatch::connection", error = %err, "INFO server refused: restarts are not told apart");
-            }
-        }
-    }
-
-    /// Why a hold on `key`, confirmed valid at `confirmed` and now found gone, was lost: a
-    /// restart or a failover concerning it seen since then, if any.
-    pub(crate) fn loss_reason_since(
-        &self,
-        key: &str,
-        confirmed: tokio::time::Instant,
-    ) -> Option<keylatch_core::LossReason> {
-        self.topology
-            .changes()
-            .reason_since(confirmed, self.slot_of(key))
     }
 
     /// A new connection of its own to the primary, for the application's own commands.

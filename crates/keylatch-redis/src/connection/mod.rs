@@ -8,7 +8,8 @@
 //!   (the watchdog's loss reasons);
 //! - `topology.rs`, `cluster.rs`: where commands go (one server, the primary behind Sentinel,
 //!   an application's pool, the node owning a slot) and following a cluster's answers;
-//! - `commands.rs` (with `commands/coalesce.rs`, `commands/ack.rs`, `commands/on_cluster.rs`):
+//! - `commands.rs` (with `commands/coalesce.rs`, `commands/ack.rs`, `commands/on_cluster.rs`,
+//!   `commands/server_changes.rs`):
 //!   the few multiplexed connections kept out of the pool, script calls on them with reloading,
 //!   coalescing of concurrent calls, replica acknowledgement, the cluster path;
 //! - `script.rs`: static Lua scripts run by EVALSHA;
