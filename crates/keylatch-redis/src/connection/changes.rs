@@ -59,6 +59,12 @@ impl ServerChanges {
         inner.doubted_since.get_or_insert_with(Instant::now);
     }
 
+    /// A connection was opened, but the server's run id could not be read (`INFO` refused):
+    /// the doubt ends unresolved (a restart is not told apart).
+    pub(crate) fn settled(&self) {
+        self.inner.lock().expect("changes lock").doubted_since = None;
+    }
+
     /// A connection to `address` was opened, and the server there answered `run_id`: a
     /// different one than last time is a restart.
     pub(crate) fn server_seen(&self, address: &str, run_id: &str) {

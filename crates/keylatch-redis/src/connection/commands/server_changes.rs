@@ -17,14 +17,15 @@ impl Commands {
         keylatch_core::telemetry::round_trip();
         let info: redis::RedisResult<String> =
             redis::cmd("INFO").arg("server").query_async(conn).await;
+        let changes = self.topology.changes();
         match info {
-            Ok(info) => {
-                if let Some(run_id) = crate::connection::changes::run_id(&info) {
-                    self.topology.changes().server_seen(address, run_id);
-                }
-            }
+            Ok(info) => match crate::connection::changes::run_id(&info) {
+                Some(run_id) => changes.server_seen(address, run_id),
+                None => changes.settled(),
+            },
             Err(err) => {
                 tracing::debug!(target: "keylatch::connection", error = %err, "INFO server refused: restarts are not told apart");
+                changes.settled();
             }
         }
     }
