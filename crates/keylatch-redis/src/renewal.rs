@@ -8,7 +8,7 @@ use std::sync::Arc;
 use deadpool_redis::redis::Value;
 use keylatch_core::hold::{RenewWith, RenewalGroup, RenewalOutcome, WeakRegistry};
 use keylatch_core::names::lease_millis;
-use keylatch_core::{Renewal, WatchdogRegistry};
+use keylatch_core::{HoldKey, Renewal, WatchdogRegistry};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -135,10 +135,11 @@ async fn tick(registry: &WatchdogRegistry, commands: &Commands, batch: usize) {
             Some(Value::Array(flags)) => Some(
                 flags
                     .iter()
-                    .map(|flag| match flag {
+                    .zip(&group.holds)
+                    .map(|(flag, hold)| match flag {
                         Value::Int(1) => RenewalOutcome::Renewed,
                         Value::Int(2) => RenewalOutcome::Ended,
-                        _ => RenewalOutcome::Gone,
+                        _ => gone(commands, hold),
                     })
                     .collect(),
             ),
@@ -146,6 +147,15 @@ async fn tick(registry: &WatchdogRegistry, commands: &Commands, batch: usize) {
         };
         registry.renewed(group, outcomes.as_deref(), sent_at);
     }
+}
+
+/// A hold the renewal found gone: lost because the server restarted or the primary moved,
+/// if such a change concerning it was seen since it was last confirmed valid; else simply
+/// gone.
+fn gone(commands: &Commands, hold: &HoldKey) -> RenewalOutcome {
+    hold.confirmed_at()
+        .and_then(|confirmed| commands.loss_reason_since(hold.key(), confirmed))
+        .map_or(RenewalOutcome::Gone, RenewalOutcome::Lost)
 }
 
 /// The script call that renews `group`.

@@ -248,7 +248,7 @@ impl LockGuard {
         match extend.extend(self.owner, how).await? {
             Some(left) => {
                 let until = sent_at + left;
-                inner.hold.hold_key().set_until(until);
+                inner.hold.hold_key().confirmed_until(sent_at, until);
                 Ok(until)
             }
             None => {

@@ -62,6 +62,9 @@ pub(super) struct HoldCell {
     /// When the first renewal not answered with success was sent ([`encode`]d, 0: none):
     /// since when renewals have been failing.
     pub(super) failing_since: AtomicU64,
+    /// When the store last confirmed the hold valid: the acquisition, the last successful
+    /// renewal or extension was sent ([`encode`]d, 0: not yet registered).
+    pub(super) confirmed: AtomicU64,
     /// How to release the hold, once a guard has attached it: what the client's shutdown
     /// uses. Taken out when the hold leaves the registry (it holds the client).
     pub(super) release: Mutex<Option<(Arc<dyn HoldRelease>, OwnerId)>>,
@@ -125,6 +128,7 @@ impl HoldKey {
                 renewing: AtomicBool::new(false),
                 capped: AtomicBool::new(false),
                 failing_since: AtomicU64::new(0),
+                confirmed: AtomicU64::new(0),
                 release: Mutex::new(None),
             }),
         }
@@ -219,6 +223,32 @@ impl HoldKey {
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |since| {
                     (since != 0 && since <= sent).then_some(0)
                 });
+    }
+
+    /// The store confirmed the hold valid by a request sent at `at` (an acquisition, a
+    /// renewal, an extension): the latest such instant is kept.
+    pub(crate) fn confirmed(&self, at: Instant) {
+        self.cell
+            .confirmed
+            .fetch_max(encode(at).max(1), Ordering::AcqRel);
+    }
+
+    /// The store confirmed the hold valid by a request sent at `at`, until `until` (earlier or
+    /// later than before: an extension).
+    pub(crate) fn confirmed_until(&self, at: Instant, until: Instant) {
+        self.set_until(until);
+        self.confirmed(at);
+    }
+
+    /// When the store last confirmed the hold valid: when the acquisition, or the last
+    /// renewal or extension that succeeded, was sent (`None` before it is registered). A
+    /// store's renewal task compares it with what it saw change on the server (a restart, a
+    /// failover) to say why a hold it found gone was lost.
+    pub fn confirmed_at(&self) -> Option<Instant> {
+        match self.cell.confirmed.load(Ordering::Acquire) {
+            0 => None,
+            raw => Some(decode_instant(raw)),
+        }
     }
 
     /// Why the hold is lost, or `None` while it is valid.

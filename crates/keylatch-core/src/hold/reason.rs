@@ -15,6 +15,10 @@ use std::time::Duration;
 /// let why = LossReason::RenewalFailed { for_: Duration::from_millis(1500) };
 /// assert_eq!(why.to_string(), "no renewal succeeded for 1.5s before the lease ended");
 /// assert_eq!(LossReason::Gone.to_string(), "the server no longer has it");
+/// assert_eq!(
+///     LossReason::ServerRestarted.to_string(),
+///     "the server restarted and lost it"
+/// );
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -22,8 +26,18 @@ pub enum LossReason {
     /// A fixed lease ran out (nothing renews such a hold).
     LeaseExpired,
     /// The store no longer has the hold, or it is now another owner's: deleted, force-unlocked,
-    /// expired on the server, or found missing by an extension.
+    /// expired on the server, or found missing by an extension, with no restart or failover
+    /// seen since it was last confirmed.
     Gone,
+    /// The server restarted and lost it (no persistence, or the hold was not yet persisted):
+    /// the watchdog found it gone, and the server behind the connection had a new run id
+    /// since the hold was last confirmed. Seen when a connection is reopened.
+    ServerRestarted,
+    /// A failover moved the primary and the new one does not have it: the replica promoted
+    /// had not acknowledged the hold. The watchdog found it gone after the primary's address
+    /// changed (Sentinel) or its slot's primary did (Cluster) since the hold was last
+    /// confirmed.
+    PrimaryChanged,
     /// No renewal succeeded before the local deadline (the server did not answer, or refused).
     RenewalFailed {
         /// How long renewals had been failing when the hold was taken as lost.
@@ -48,6 +62,10 @@ impl fmt::Display for LossReason {
         match self {
             LossReason::LeaseExpired => f.write_str("the lease ran out"),
             LossReason::Gone => f.write_str("the server no longer has it"),
+            LossReason::ServerRestarted => f.write_str("the server restarted and lost it"),
+            LossReason::PrimaryChanged => {
+                f.write_str("a failover moved the primary and the new one does not have it")
+            }
             LossReason::RenewalFailed { for_ } => write!(
                 f,
                 "no renewal succeeded for {for_:.1?} before the lease ended"

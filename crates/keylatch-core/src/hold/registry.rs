@@ -92,7 +92,7 @@ impl WatchdogRegistry {
             key,
             lease,
             renewal,
-            acquired_at + lease,
+            (acquired_at, acquired_at + lease),
             first_tick,
             first_tick + lease / 3,
         )
@@ -113,25 +113,26 @@ impl WatchdogRegistry {
         // already scheduled does, unless it would leave less than a third of it.
         let now = Instant::now();
         let left = until.saturating_duration_since(now);
+        // Confirmed valid no later than now (handed over: this client saw it just now).
         self.register_ticking(
             key,
             lease,
             renewal,
-            until,
+            (now, until),
             now + left / 3,
             now + left * 2 / 3,
         )
     }
 
-    /// Registers a guard on a hold valid `until`; a watchdog-mode hold is first renewed at
-    /// `first_tick`, or at the tick already scheduled for its lease if that comes no later than
-    /// `latest_tick`.
+    /// Registers a guard on a hold confirmed valid at `confirmed`, `until`; a watchdog-mode
+    /// hold is first renewed at `first_tick`, or at the tick already scheduled for its lease
+    /// if that comes no later than `latest_tick`.
     fn register_ticking(
         &self,
         key: HoldKey,
         lease: Duration,
         renewal: Renewal,
-        until: Instant,
+        (confirmed, until): (Instant, Instant),
         first_tick: Instant,
         latest_tick: Instant,
     ) -> HoldHandle {
@@ -177,6 +178,7 @@ impl WatchdogRegistry {
                 }
             };
             entry.guards += 1;
+            key.confirmed(confirmed);
             if let Renewal::Watchdog(script) = renewal {
                 entry.watched += 1;
                 entry.script = Some(script);

@@ -7,6 +7,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::hold::key::HoldKey;
+use crate::hold::reason::LossReason;
 
 /// How a hold is kept alive.
 #[derive(Clone, Copy, Debug)]
@@ -75,8 +76,11 @@ pub struct RenewalGroup {
 pub enum RenewalOutcome {
     /// Renewed: valid for another lease from when the renewal was sent.
     Renewed,
-    /// Gone: the hold is lost.
+    /// Gone: the hold is lost ([`LossReason::Gone`]).
     Gone,
+    /// Gone, and the store knows why: the hold is lost for this reason (a server that
+    /// restarted, a primary that moved).
+    Lost(LossReason),
     /// Gone, and not lost: it ended as the store meant it to (a fair lock's waiter that the
     /// lock was handed to).
     Ended,

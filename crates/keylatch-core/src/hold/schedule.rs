@@ -149,22 +149,27 @@ impl WatchdogRegistry {
                 match outcome {
                     RenewalOutcome::Renewed => "renewed",
                     RenewalOutcome::Ended => "ended",
-                    RenewalOutcome::Gone => "gone",
+                    RenewalOutcome::Gone | RenewalOutcome::Lost(_) => "gone",
                 },
                 1,
             );
             if *outcome == RenewalOutcome::Renewed {
                 shared.renewed_keys.fetch_add(1, Ordering::Relaxed);
                 key.renewal_succeeded(sent_at);
+                key.confirmed(sent_at);
                 // A hold taken out of watchdog mode meanwhile keeps the lease it was set to.
                 if slot.get().watched > 0 {
                     key.extend(sent_at + group.lease);
                 }
             } else if slot.get().watched > 0 {
-                if *outcome == RenewalOutcome::Gone {
-                    report_lost(key, slot.get(), LossReason::Gone);
+                let reason = match *outcome {
+                    RenewalOutcome::Lost(reason) => reason,
+                    _ => LossReason::Gone,
+                };
+                if *outcome != RenewalOutcome::Ended {
+                    report_lost(key, slot.get(), reason);
                 }
-                key.mark_lost(LossReason::Gone);
+                key.mark_lost(reason);
                 key.take_release();
                 slot.remove();
             }

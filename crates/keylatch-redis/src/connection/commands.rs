@@ -18,6 +18,7 @@ use keylatch_core::{Error, Result, StoreError};
 mod ack;
 mod coalesce;
 mod on_cluster;
+mod server_changes;
 pub use coalesce::COALESCE_AFTER;
 
 /// Connections for commands.
@@ -203,7 +204,10 @@ impl Commands {
             return Ok(found);
         }
         let moves = self.topology.moves();
-        let opened = self.topology.command_connection().await?;
+        let mut opened = self.topology.command_connection().await?;
+        if let Some(address) = &opened.address {
+            self.check_run_id(address, &mut opened.conn).await;
+        }
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         *slot.current.lock().expect("slot lock") = Some(Held {
             generation,
@@ -227,6 +231,7 @@ impl Commands {
         let mut current = self.slots[index].current.lock().expect("slot lock");
         if current.as_ref().is_some_and(|h| h.generation == generation) {
             *current = None;
+            self.topology.changes().doubt();
         }
     }
 

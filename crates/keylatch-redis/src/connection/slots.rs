@@ -115,6 +115,13 @@ impl SlotMap {
         Some(SlotMap { ranges })
     }
 
+    /// A map of these `(first, last, primary)` ranges.
+    #[cfg(test)]
+    pub(crate) fn from_ranges(mut ranges: Vec<(u16, u16, Node)>) -> SlotMap {
+        ranges.sort_by_key(|range| range.0);
+        SlotMap { ranges }
+    }
+
     /// The primary that serves `slot`.
     pub(crate) fn node_for(&self, slot: u16) -> Option<&Node> {
         let index = self.ranges.partition_point(|range| range.0 <= slot);
@@ -125,6 +132,23 @@ impl SlotMap {
     /// Whether `other` assigns every slot to the same primary.
     pub(crate) fn same_as(&self, other: &SlotMap) -> bool {
         self.ranges == other.ranges
+    }
+
+    /// The slots this map gives a primary other than the one `old` gave them (slots `old`
+    /// did not know included), as `(first, last)` ranges.
+    pub(crate) fn moved_since(&self, old: &SlotMap) -> Vec<(u16, u16)> {
+        let mut moved: Vec<(u16, u16)> = Vec::new();
+        for slot in 0..SLOTS {
+            let now = self.node_for(slot);
+            if now.is_none() || now == old.node_for(slot) {
+                continue;
+            }
+            match moved.last_mut() {
+                Some((_, last)) if *last + 1 == slot => *last = slot,
+                _ => moved.push((slot, slot)),
+            }
+        }
+        moved
     }
 
     /// The primaries.
@@ -181,6 +205,15 @@ mod tests {
             ranges: vec![(10, 20, node(1))],
         };
         assert_eq!(partial.node_for(5), None);
+        let failed_over = SlotMap {
+            ranges: vec![
+                (0, 5460, node(1)),
+                (5461, 10922, node(4)),
+                (10923, 16383, node(3)),
+            ],
+        };
+        assert_eq!(failed_over.moved_since(&map), vec![(5461, 10922)]);
+        assert!(map.moved_since(&map).is_empty());
         assert_eq!(partial.node_for(21), None);
         assert_eq!(
             Node::parse("127.0.0.1:6381"),

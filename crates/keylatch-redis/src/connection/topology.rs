@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use crate::connection::app::Connection;
+use crate::connection::changes::ServerChanges;
 use crate::connection::cluster::SlotMap;
 use crate::connection::transport::ClusterSettings;
 use keylatch_core::{Error, Result, StoreError};
@@ -31,6 +32,8 @@ pub(crate) struct Topology {
     connect_timeout: Duration,
     /// The URL as it may be shown (no password).
     shown: String,
+    /// Restarts and failovers seen, for the watchdog's loss reasons.
+    changes: ServerChanges,
 }
 
 enum Kind {
@@ -63,6 +66,9 @@ enum Kind {
 pub(crate) struct CommandConnection {
     pub(crate) conn: Connection,
     pub(crate) pooled: Option<deadpool_redis::Connection>,
+    /// The server's address (one server, or the primary behind Sentinel), whose run id is
+    /// read when it opens; `None` for a pool's connection or a cluster's.
+    pub(crate) address: Option<String>,
 }
 
 impl Topology {
@@ -76,6 +82,7 @@ impl Topology {
                 .set_response_timeout(Some(config.response_timeout)),
             connect_timeout: config.connect_timeout,
             shown,
+            changes: ServerChanges::default(),
         }
     }
 
@@ -146,9 +153,19 @@ impl Topology {
         }
     }
 
-    /// Keeps `map` as the slot map (or forgets it, with `None`).
+    /// Restarts and failovers seen so far.
+    pub(crate) fn changes(&self) -> &ServerChanges {
+        &self.changes
+    }
+
+    /// Keeps `map` as the slot map (or forgets it, with `None`); slots it gives a new primary
+    /// are recorded as moved.
     pub(crate) fn set_slot_map(&self, map: Option<Arc<SlotMap>>) {
         if let Kind::Cluster { slots, .. } = &self.kind {
+            match &map {
+                Some(map) => self.changes.slot_map_seen(map),
+                None => self.changes.doubt(),
+            }
             *slots.lock().expect("slots lock") = map;
         }
     }
@@ -207,6 +224,7 @@ impl Topology {
     /// The primary changed or may have (a sentinel said so, or a node answered `READONLY`):
     /// forget it, and tell everyone that holds a connection to it.
     pub(crate) fn moved(&self, why: &'static str) {
+        self.changes.doubt();
         if let Kind::Sentinel { primary, .. } = &self.kind {
             *primary.lock().expect("primary lock") = None;
         }
@@ -216,6 +234,7 @@ impl Topology {
 
     /// A connection failed: with Sentinel, look the primary up again before the next one.
     pub(crate) fn connection_failed(&self) {
+        self.changes.doubt();
         if let Kind::Sentinel { primary, .. } = &self.kind {
             *primary.lock().expect("primary lock") = None;
         }
@@ -247,6 +266,8 @@ impl Topology {
                     })?
                     .map_err(|source| self.connect_error(source))?;
                 tracing::debug!(target: "keylatch::connection", service = %service, "primary found through the sentinels");
+                self.changes
+                    .primary_seen(&found.get_connection_info().addr().to_string());
                 *primary.lock().expect("primary lock") = Some(found.clone());
                 Ok(found)
             }
@@ -260,10 +281,25 @@ impl Topology {
             return Ok(CommandConnection {
                 conn: Connection::single((*pooled).clone()),
                 pooled: Some(pooled),
+                address: None,
             });
         }
-        let conn = self.open().await?;
-        Ok(CommandConnection { conn, pooled: None })
+        if self.is_cluster() {
+            let conn = self.open().await?;
+            return Ok(CommandConnection {
+                conn,
+                pooled: None,
+                address: None,
+            });
+        }
+        let client = self.primary().await?;
+        let address = client.get_connection_info().addr().to_string();
+        let conn = self.open_on(&client).await?;
+        Ok(CommandConnection {
+            conn,
+            pooled: None,
+            address: Some(address),
+        })
     }
 
     /// A new connection of its own: to the current primary, or to the cluster.
@@ -284,6 +320,11 @@ impl Topology {
             };
         }
         let client = self.primary().await?;
+        self.open_on(&client).await
+    }
+
+    /// A new multiplexed connection through `client` (one server, or the primary).
+    async fn open_on(&self, client: &redis::Client) -> Result<Connection> {
         match client
             .get_multiplexed_async_connection_with_config(&self.connection_config)
             .await

@@ -110,6 +110,23 @@ impl Commands {
             &self.batch_pipelines,
         )
         .await;
+        let lost_node = replies.iter().any(|r| {
+            r.as_ref()
+                .is_err_and(|e| e.is_io_error() || e.is_connection_dropped())
+        });
+        if lost_node {
+            // A node is unreachable (killed, failing over): the map is read again.
+            topology.set_slot_map(None);
+        }
+        if topology.slot_map().is_none() && replies.iter().any(Result::is_ok) {
+            // Redirected (a failover, a slot that moved): the map is read again now, so the
+            // slots that moved are recorded before the replies are told (a hold a promoted
+            // replica never had is lost as `PrimaryChanged`). Only after a redirection.
+            keylatch_core::telemetry::round_trip();
+            if let Ok(map) = cluster::slot_map(cluster).await {
+                topology.set_slot_map(Some(map));
+            }
+        }
         Ok(replies
             .into_iter()
             .zip(&calls)

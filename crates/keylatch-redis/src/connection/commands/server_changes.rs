@@ -1,0 +1,44 @@
+//! The command path's part in telling why a hold was lost: the run id read when a connection
+//! opens, and the restarts and failovers seen since a hold was confirmed (see `changes.rs`).
+//!
+//! May import: the parent `commands` module, `app`, `changes`, `keylatch-core`.
+
+use deadpool_redis::redis;
+
+use super::Commands;
+use crate::connection::app::Connection;
+
+/// Restarts and failovers.
+impl Commands {
+    /// Reads the run id of the server at `address` on a connection just opened (once per
+    /// connection, never per command): another one than last time there is a restart,
+    /// recorded for the watchdog's loss reasons. A server that refuses `INFO` is not checked.
+    pub(super) async fn check_run_id(&self, address: &str, conn: &mut Connection) {
+        keylatch_core::telemetry::round_trip();
+        let info: redis::RedisResult<String> =
+            redis::cmd("INFO").arg("server").query_async(conn).await;
+        let changes = self.topology.changes();
+        match info {
+            Ok(info) => match crate::connection::changes::run_id(&info) {
+                Some(run_id) => changes.server_seen(address, run_id),
+                None => changes.settled(),
+            },
+            Err(err) => {
+                tracing::debug!(target: "keylatch::connection", error = %err, "INFO server refused: restarts are not told apart");
+                changes.settled();
+            }
+        }
+    }
+
+    /// Why a hold on `key`, confirmed valid at `confirmed` and now found gone, was lost: a
+    /// restart or a failover concerning it seen since then, if any.
+    pub(crate) fn loss_reason_since(
+        &self,
+        key: &str,
+        confirmed: tokio::time::Instant,
+    ) -> Option<keylatch_core::LossReason> {
+        self.topology
+            .changes()
+            .reason_since(confirmed, self.slot_of(key))
+    }
+}
