@@ -7,12 +7,14 @@
 2. Crates depend only on lower layers (from `cargo metadata`): keylatch-core on no other
    keylatch crate and on no Redis or ZooKeeper client library; store layers on the core; the
    primitives on the core and their store layer; the facade and the tools above them.
+3. No source file of a crate (`crates/*/src`) has more than 500 lines.
 
-Exit status 0 when both hold, 1 otherwise. Usage: scripts/check-layers.py [--quiet]
+Exit status 0 when all three hold, 1 otherwise. Usage: scripts/check-layers.py [--quiet]
 """
 import json
 import os
 import re
+import pathlib
 import subprocess
 import sys
 
@@ -112,6 +114,10 @@ def circles(src):
     return out
 
 
+# The most lines a source file of a crate may have.
+MAX_LINES = 500
+
+
 def main():
     quiet = "--quiet" in sys.argv
     problems = []
@@ -152,6 +158,11 @@ def main():
     pulled = sorted({names[i] for i in seen} & set(STORE_LIBRARIES))
     if pulled:
         problems.append("keylatch-core depends on a store's client library: " + ", ".join(pulled))
+    # Every source file of a crate stays under the size a reader takes in at once.
+    for path in sorted(pathlib.Path("crates").glob("*/src/**/*.rs")):
+        lines = sum(1 for _ in path.open(encoding="utf-8"))
+        if lines > MAX_LINES:
+            problems.append(f"{path} has {lines} lines (at most {MAX_LINES})")
     for problem in problems:
         print(problem)
     if not quiet or problems:

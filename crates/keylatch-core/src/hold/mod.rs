@@ -11,6 +11,7 @@
 pub(crate) mod background;
 pub(crate) mod extend;
 pub(crate) mod guard;
+pub(crate) mod guard_lease;
 pub(crate) mod handle;
 pub(crate) mod key;
 pub(crate) mod reason;
