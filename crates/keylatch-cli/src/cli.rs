@@ -8,8 +8,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 ///
 /// Exit codes of `keylatch run`: the command's own; 75 when the lock was not acquired within
 /// --wait; 76 when the lock was lost while the command ran; 130 (SIGINT) or 143 (SIGTERM) when
-/// interrupted while waiting for the lock; 64 for bad arguments; 69 when Redis cannot be
-/// reached; 77 when Redis refused the credentials or a permission; 70 for any other error.
+/// interrupted while waiting for the lock; 64 for bad arguments (and what the store has no
+/// form of, such as a latch on ZooKeeper); 69 when the store cannot be reached; 77 when it
+/// refused the credentials or a permission; 70 for any other error.
 #[derive(Debug, Parser)]
 #[command(name = "keylatch", version, about, long_about = None)]
 pub struct Cli {

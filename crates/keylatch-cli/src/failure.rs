@@ -44,7 +44,8 @@ impl From<keylatch::Error> for Failure {
             | E::InvalidClusterUrl { .. }
             | E::TlsFile { .. }
             | E::InvalidPermits { .. }
-            | E::InvalidCount { .. } => EX_USAGE,
+            | E::InvalidCount { .. }
+            | E::Unsupported { .. } => EX_USAGE,
             E::Connect { .. }
             | E::Connection(_)
             | E::Timeout { .. }

@@ -32,6 +32,9 @@ pub async fn inspect(config: Config, args: InspectArgs) -> Result<(), Failure> {
         ));
     }
     let client = Client::connect_with(config).await?;
+    if let Some(zk) = client.as_zookeeper() {
+        return crate::inspect_zk::inspect(zk, &args).await;
+    }
     let mut conn = client.connection().await?;
     let limit = args.limit as usize;
     // The keys of a name are those of its prefixed form (`KEYLATCH_KEY_PREFIX`).

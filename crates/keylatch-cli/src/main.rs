@@ -16,6 +16,7 @@ mod connection;
 mod demo;
 mod failure;
 mod inspect;
+mod inspect_zk;
 mod latch;
 mod run;
 

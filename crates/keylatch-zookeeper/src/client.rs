@@ -128,7 +128,7 @@ impl ZkConfig {
 /// completes. An expired session is not renewed: connect a new client.
 #[derive(Clone)]
 pub struct ZkClient {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     config: Arc<ZkConfig>,
     redacted: Arc<str>,
 }

@@ -66,6 +66,7 @@
 
 mod client;
 mod holds;
+mod inspect;
 mod mutex;
 mod node;
 mod path;
@@ -76,6 +77,7 @@ mod url;
 mod watch;
 
 pub use client::{ZkClient, ZkConfig};
+pub use inspect::{Contender, Contenders};
 pub use mutex::ZkMutex;
 pub use node::NodeGone;
 pub use rwlock::{ZkReadWriteLock, ZkRwSide};

@@ -19,9 +19,9 @@ use crate::node::{children, contend, create_with, sequence};
 use crate::session::Shared;
 
 /// Curator's read node name.
-const READ_NAME: &str = "__READ__";
+pub(crate) const READ_NAME: &str = "__READ__";
 /// Curator's write node name.
-const WRITE_NAME: &str = "__WRIT__";
+pub(crate) const WRITE_NAME: &str = "__WRIT__";
 const BOTH: [&str; 2] = [READ_NAME, WRITE_NAME];
 
 /// A read-write lock on ZooKeeper, laid out as Curator's `InterProcessReadWriteLock`. Made by

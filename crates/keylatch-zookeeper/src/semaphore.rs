@@ -20,7 +20,7 @@ use crate::node::{NodeGone, Waited, children, contend, create, sequence};
 use crate::session::Shared;
 
 /// Curator's lease node name (`InterProcessSemaphoreV2`).
-const LEASE_NAME: &str = "lease-";
+pub(crate) const LEASE_NAME: &str = "lease-";
 
 /// A counting semaphore on ZooKeeper, laid out as Curator's `InterProcessSemaphoreV2`: at most
 /// `max_leases` permits are held at once, across every client using the same path and the

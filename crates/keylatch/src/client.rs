@@ -4,15 +4,24 @@ use std::sync::Arc;
 
 use keylatch_core::{Owner, OwnerId, Result};
 
-use keylatch_fair::FairLock;
-use keylatch_latch::CountDownLatch;
 use keylatch_redis::{ClientStats, Config, LuaScript};
-use keylatch_reentrant::ReentrantLock;
-use keylatch_rwlock::RwLock;
-use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
 
-/// A connection to Redis, and the factory of every keylatch primitive. Cheap to clone: clones
-/// share the connections, the pub/sub connection and the watchdog.
+use crate::locks::{FairLock, Kind, ReentrantLock};
+use crate::redis_only::{
+    CountDownLatch, MultiValueLock, PermitExpirableSemaphore, Semaphore, SpinLock,
+};
+use crate::rwlock::RwLock;
+use crate::store::{Store, is_zookeeper_url};
+
+/// A connection to the store — Redis, or a ZooKeeper ensemble with the `zookeeper` feature (the
+/// URL picks it) — and the factory of every keylatch primitive. Cheap to clone: clones share
+/// the connections, the pub/sub connection and the watchdog (on ZooKeeper: the session).
+///
+/// The lock family (reentrant, fair, non-reentrant, read-write) runs on both stores, with the
+/// same guards. What exists on Redis only (fixed leases, the semaphores, the latch, the spin
+/// and multi-value locks, Redis-layout reads such as `hold_count`) answers
+/// [`Error::Unsupported`](crate::Error::Unsupported) on ZooKeeper; docs/choosing-a-primitive.md
+/// ("Redis or ZooKeeper") compares the two.
 ///
 /// End it with [`shutdown`](Client::shutdown) before the program ends: it releases every hold
 /// and permit still taken. A client whose last clone is dropped while holds are live, without a
@@ -29,19 +38,33 @@ use keylatch_semaphore::{PermitExpirableSemaphore, Semaphore};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Client {
-    core: keylatch_redis::Client,
+    store: Store,
+    /// The configuration it was made with (on Redis: the Redis client's own).
+    config: Arc<Config>,
     /// Shared by the clones: its drop is the drop of the last clone.
     _last: Arc<LastClone>,
 }
 
 /// Notices the drop of the last clone of a [`Client`].
 #[derive(Debug)]
-struct LastClone(keylatch_redis::Client);
+struct LastClone(Store);
 
 impl Drop for LastClone {
     fn drop(&mut self) {
-        self.0.abandon();
+        if let Store::Redis(redis) = &self.0 {
+            redis.abandon();
+        }
     }
+}
+
+/// Which store a [`Client`] is connected to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreKind {
+    /// Redis: single, TLS, Sentinel or Cluster.
+    Redis,
+    /// A ZooKeeper ensemble (`zk://`).
+    ZooKeeper,
 }
 
 /// Every script of every primitive, preloaded at connect.
@@ -57,8 +80,10 @@ fn all_scripts() -> Vec<&'static LuaScript> {
 
 impl Client {
     /// Connects to `url` with the default configuration: `redis://`, `rediss://` (TLS, verified
-    /// against the system's roots), `redis+unix://`, or `redis+sentinel://host:port,…/service`
-    /// (see [`Config::url`]).
+    /// against the system's roots), `redis+unix://`, `redis+sentinel://host:port,…/service`
+    /// (see [`Config::url`]), or, with the `zookeeper` feature,
+    /// `zk://[user:password@]host:port[,host:port…][/chroot]` (a ZooKeeper ensemble; see
+    /// `Client::connect_zookeeper` for its settings).
     ///
     /// # Errors
     /// [`Error::InvalidUrl`](crate::Error::InvalidUrl), [`Error::Connect`](crate::Error::Connect)
@@ -82,10 +107,68 @@ impl Client {
 
     /// Connects with a full configuration.
     ///
+    /// A `zk://` URL connects to ZooKeeper with `config`'s release and shutdown timeouts and
+    /// ZooKeeper's defaults for the rest; the Redis settings do not apply there.
+    ///
     /// # Errors
     /// As [`connect`](Client::connect), and [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    /// A `zk://` URL in a build without the `zookeeper` feature is
+    /// [`Error::InvalidUrl`](crate::Error::InvalidUrl).
     pub async fn connect_with(config: Config) -> Result<Client> {
+        if is_zookeeper_url(config.url.expose_secret()) {
+            let zk = crate::zk::connect(&config).await?;
+            return Ok(Client::on(Store::ZooKeeper(zk), config));
+        }
         Client::ready(keylatch_redis::Client::connect(config).await?).await
+    }
+
+    /// Connects to a ZooKeeper ensemble with ZooKeeper's own settings (session timeout, base
+    /// path of the lock names, when a disconnected client's holds count as lost).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> keylatch::Result<()> {
+    /// use std::time::Duration;
+    /// use keylatch::zookeeper::ZkConfig;
+    ///
+    /// let settings = ZkConfig::default()
+    ///     .with_session_timeout(Duration::from_secs(6))
+    ///     .with_base_path("/apps/orders/locks");
+    /// let client = keylatch::Client::connect_zookeeper("zk://127.0.0.1:2181", settings).await?;
+    /// let guard = client.lock("nightly-report").lock().await?;
+    /// guard.unlock().await?;
+    /// client.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect`](Client::connect), and [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    #[cfg(feature = "zookeeper")]
+    pub async fn connect_zookeeper(
+        url: &str,
+        settings: keylatch_zookeeper::ZkConfig,
+    ) -> Result<Client> {
+        let zk = crate::zk::ZkClient::new(
+            keylatch_zookeeper::ZkClient::connect_with(url, settings).await?,
+        );
+        let mut config = Config::default();
+        config.url = url.into();
+        Ok(Client::on(Store::ZooKeeper(zk), config))
+    }
+
+    /// Wraps a ZooKeeper client the application already has.
+    #[cfg(feature = "zookeeper")]
+    pub fn from_zookeeper(client: keylatch_zookeeper::ZkClient) -> Client {
+        let mut config = Config::default();
+        config.url = "zk://(application client)".into();
+        Client::on(Store::ZooKeeper(crate::zk::ZkClient::new(client)), config)
+    }
+
+    fn on(store: Store, config: Config) -> Client {
+        Client {
+            _last: Arc::new(LastClone(store.clone())),
+            config: Arc::new(config),
+            store,
+        }
     }
 
     /// Builds a client on a redis-rs client the application already has, so that its Redis
@@ -138,66 +221,99 @@ impl Client {
         Ok(Client::from(core))
     }
 
+    /// The store it is connected to.
+    pub fn store_kind(&self) -> StoreKind {
+        match &self.store {
+            Store::Redis(_) => StoreKind::Redis,
+            Store::ZooKeeper(_) => StoreKind::ZooKeeper,
+        }
+    }
+
+    /// The Redis client underneath, when the store is Redis: for the Redis layer's own types
+    /// (`keylatch_redis`, and each primitive crate's `new(&client, name)`).
+    pub fn as_redis(&self) -> Option<&keylatch_redis::Client> {
+        match &self.store {
+            Store::Redis(redis) => Some(redis),
+            Store::ZooKeeper(_) => None,
+        }
+    }
+
+    /// The ZooKeeper client underneath, when the store is ZooKeeper (its session id, its
+    /// semaphore).
+    #[cfg(feature = "zookeeper")]
+    pub fn as_zookeeper(&self) -> Option<&keylatch_zookeeper::ZkClient> {
+        match &self.store {
+            Store::Redis(_) => None,
+            Store::ZooKeeper(zk) => Some(zk.get()),
+        }
+    }
+
     /// The reentrant lock `name` (see [`ReentrantLock`]).
     pub fn lock(&self, name: &str) -> ReentrantLock {
-        ReentrantLock::new(&self.core, name)
+        ReentrantLock::on(&self.store, name, Kind::Reentrant)
     }
 
     /// The fair (FIFO) lock `name` (see [`FairLock`]).
     pub fn fair_lock(&self, name: &str) -> FairLock {
-        FairLock::new(&self.core, name)
+        FairLock::on(&self.store, name, Kind::Reentrant)
     }
 
     /// The non-reentrant lock `name`: a second acquisition by its holder is
-    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) (see [`ReentrantLock::non_reentrant`]).
+    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) (see [`keylatch_reentrant::ReentrantLock::non_reentrant`]).
     pub fn non_reentrant_lock(&self, name: &str) -> ReentrantLock {
-        ReentrantLock::non_reentrant(&self.core, name)
+        ReentrantLock::on(&self.store, name, Kind::NonReentrant)
     }
 
-    /// The non-reentrant fair lock `name` (see [`FairLock::non_reentrant`]).
+    /// The non-reentrant fair lock `name` (see [`keylatch_fair::FairLock::non_reentrant`]).
     pub fn non_reentrant_fair_lock(&self, name: &str) -> FairLock {
-        FairLock::non_reentrant(&self.core, name)
+        FairLock::on(&self.store, name, Kind::NonReentrant)
     }
 
     /// The spin lock `name`: the reentrant lock without pub/sub (see
     /// [`SpinLock`](keylatch_reentrant::SpinLock)).
-    pub fn spin_lock(&self, name: &str) -> keylatch_reentrant::SpinLock {
-        keylatch_reentrant::SpinLock::new(&self.core, name)
+    pub fn spin_lock(&self, name: &str) -> SpinLock {
+        SpinLock::on(&self.store, name, |redis| {
+            keylatch_reentrant::SpinLock::new(redis, name)
+        })
     }
 
     /// The values `values` of the group `group`, locked all-or-nothing in one script call
     /// (Redisson's `getMultiLock(group, values)`; see
     /// [`MultiValueLock`](keylatch_reentrant::MultiValueLock)).
-    pub fn multi_value_lock<I, S>(
-        &self,
-        group: &str,
-        values: I,
-    ) -> keylatch_reentrant::MultiValueLock
+    pub fn multi_value_lock<I, S>(&self, group: &str, values: I) -> MultiValueLock
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        keylatch_reentrant::MultiValueLock::new(&self.core, group, values)
+        MultiValueLock::on(&self.store, group, |redis| {
+            keylatch_reentrant::MultiValueLock::new(redis, group, values)
+        })
     }
 
     /// The read-write lock `name` (see [`RwLock`]).
     pub fn rw_lock(&self, name: &str) -> RwLock {
-        RwLock::new(&self.core, name)
+        RwLock::on(&self.store, name)
     }
 
     /// The counting semaphore `name` (see [`Semaphore`]).
     pub fn semaphore(&self, name: &str) -> Semaphore {
-        Semaphore::new(&self.core, name)
+        Semaphore::on(&self.store, name, |redis| {
+            keylatch_semaphore::Semaphore::new(redis, name)
+        })
     }
 
     /// The permit-expirable semaphore `name` (see [`PermitExpirableSemaphore`]).
     pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::new(&self.core, name)
+        PermitExpirableSemaphore::on(&self.store, name, |redis| {
+            keylatch_semaphore::PermitExpirableSemaphore::new(redis, name)
+        })
     }
 
     /// The count-down latch `name` (see [`CountDownLatch`]).
     pub fn latch(&self, name: &str) -> CountDownLatch {
-        CountDownLatch::new(&self.core, name)
+        CountDownLatch::on(&self.store, name, |redis| {
+            keylatch_latch::CountDownLatch::new(redis, name)
+        })
     }
 
     /// Ends the client: refuses new acquisitions, ends the waits in progress with
@@ -229,32 +345,49 @@ impl Client {
     /// Once polled, the client is closing; dropping the future leaves the releases to the
     /// background.
     pub async fn shutdown(&self) -> Result<()> {
-        self.core.shutdown().await
+        match &self.store {
+            Store::Redis(redis) => redis.shutdown().await,
+            Store::ZooKeeper(zk) => zk.shutdown().await,
+        }
     }
 
     /// Whether [`shutdown`](Client::shutdown) has started.
     pub fn is_closed(&self) -> bool {
-        self.core.is_closed()
+        match &self.store {
+            Store::Redis(redis) => redis.is_closed(),
+            Store::ZooKeeper(zk) => zk.background().is_closed(),
+        }
     }
 
     /// The client's UUID: the first half of every owner id it writes.
     pub fn id(&self) -> uuid::Uuid {
-        self.core.id()
+        match &self.store {
+            Store::Redis(redis) => redis.id(),
+            Store::ZooKeeper(zk) => zk.id(),
+        }
     }
 
     /// The configuration.
     pub fn config(&self) -> &Config {
-        self.core.config()
+        &self.config
     }
 
     /// The owner id `owner` is written under by this client (`<client-uuid>:<number>`).
     pub fn owner_id(&self, owner: Owner) -> OwnerId {
-        self.core.owner_id(owner)
+        owner.resolve(self.id())
     }
 
     /// The client's counters: live holds, renewals, channels, reconnects, background work.
     pub fn stats(&self) -> ClientStats {
-        self.core.stats()
+        match &self.store {
+            Store::Redis(redis) => redis.stats(),
+            Store::ZooKeeper(zk) => {
+                let mut stats = ClientStats::default();
+                stats.watchdog = zk.background().registry().stats();
+                stats.background_pending = zk.background().pending();
+                stats
+            }
+        }
     }
 
     /// Waits until every background release and undo has finished (a dropped guard releases
@@ -263,7 +396,10 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn wait_idle(&self) {
-        self.core.wait_idle().await;
+        match &self.store {
+            Store::Redis(redis) => redis.wait_idle().await,
+            Store::ZooKeeper(zk) => zk.wait_idle().await,
+        }
     }
 
     /// A new connection of its own to the primary, with the client's settings (address, TLS,
@@ -276,15 +412,16 @@ impl Client {
     /// [`Error::Connect`](crate::Error::Connect), [`Error::Timeout`](crate::Error::Timeout),
     /// [`Error::Auth`](crate::Error::Auth), [`Error::Closed`](crate::Error::Closed).
     pub async fn connection(&self) -> Result<crate::Connection> {
-        self.core.connection().await
+        match &self.store {
+            Store::Redis(redis) => redis.connection().await,
+            Store::ZooKeeper(_) => Err(crate::store::redis_only("client", "connection")),
+        }
     }
 }
 
 impl From<keylatch_redis::Client> for Client {
     fn from(core: keylatch_redis::Client) -> Self {
-        Client {
-            _last: Arc::new(LastClone(core.clone())),
-            core,
-        }
+        let config = core.config().clone();
+        Client::on(Store::Redis(core), config)
     }
 }

@@ -35,7 +35,7 @@
 //! | use case | primitive |
 //! |---|---|
 //! | only one node runs a job | [`ReentrantLock`] (`client.lock(name)`) |
-//! | only one node runs a job, and a re-entry would be a bug | `client.non_reentrant_lock(name)` ([`ReentrantLock::non_reentrant`]) |
+//! | only one node runs a job, and a re-entry would be a bug | `client.non_reentrant_lock(name)` ([`keylatch_reentrant::ReentrantLock::non_reentrant`]) |
 //! | only one node runs a job, without pub/sub (large clusters) | [`SpinLock`] (`client.spin_lock(name)`) |
 //! | jobs run in arrival order | [`FairLock`] (`client.fair_lock(name)`) |
 //! | many readers, an occasional writer (cache refresh) | [`RwLock`] (`client.rw_lock(name)`) |
@@ -63,31 +63,46 @@
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
+// Without the `zookeeper` feature the ZooKeeper arms hold values of empty types.
+#![cfg_attr(not(feature = "zookeeper"), allow(unreachable_code, unused_variables))]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod client;
+mod future;
+mod locks;
+mod redis_only;
+mod rwlock;
+mod store;
+mod zk;
 
-pub use client::Client;
+pub use client::{Client, StoreKind};
 pub use keylatch_core::{
     AcquireOptions, DistributedLock, Error, HoldSettings, LockGuard, LossReason, MAX_LEASE,
     MAX_NAME_LEN, Owner, OwnerId, ParseOwnerIdError, Result, SecretUrl, StoreError,
     UnfinishedRelease, WatchdogStats, redact_url, secrecy,
 };
-pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, FairLock, MIN_WAITER_TIMEOUT, QueuedWaiter};
-pub use keylatch_latch::{CountDownLatch, MAX_COUNT};
+pub use keylatch_fair::{DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT, QueuedWaiter};
+pub use keylatch_latch::MAX_COUNT;
 pub use keylatch_redis::{
     COALESCE_AFTER, ClientStats, Config, ConfigBuilder, Connection, DEFAULT_URL, ReplicaMode,
     TlsConfig, deadpool_redis, from_redis, redis,
 };
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
-pub use keylatch_reentrant::{
-    MAX_VALUES as MAX_MULTI_VALUES, MultiValueLock, ReentrantLock, SpinBackoff, SpinLock,
+pub use keylatch_reentrant::{MAX_VALUES as MAX_MULTI_VALUES, SpinBackoff};
+pub use keylatch_semaphore::{MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, SemaphorePermit};
+pub use locks::{FairLock, ReentrantLock};
+pub use redis_only::{
+    CountDownLatch, ExpirableSemaphoreLock, MultiValueLock, PermitExpirableSemaphore, Semaphore,
+    SemaphoreLock, SpinLock,
 };
-pub use keylatch_rwlock::{ReadLock, RwLock, WriteLock};
-pub use keylatch_semaphore::{
-    ExpirableSemaphoreLock, MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, PermitExpirableSemaphore,
-    Semaphore, SemaphoreLock, SemaphorePermit,
-};
+pub use rwlock::{ReadLock, RwLock, WriteLock};
+
+/// The ZooKeeper store (`zk://` URLs), with the `zookeeper` feature: its client and settings,
+/// for what the facade's [`Client`] does not cover (the semaphore, the session).
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper {
+    pub use keylatch_zookeeper::*;
+}
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

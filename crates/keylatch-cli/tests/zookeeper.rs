@@ -1,0 +1,140 @@
+//! The CLI on a `zk://` URL: `run` excludes across processes (plain and fair locks) and exports
+//! the node's zxid as the fencing token, `inspect` lists the contenders with their owner ids,
+//! and what ZooKeeper has no form of (a latch) exits 64 writing nothing.
+mod common;
+
+use std::process::Command;
+
+use common::{bare, critical_section, json_output, scratch, wait_for_file};
+use keylatch_testkit::{ZooKeeperServer, zookeeper_available};
+
+fn zookeeper() -> ZooKeeperServer {
+    assert!(
+        zookeeper_available(),
+        "ZooKeeper is not installed: run ./scripts/setup-zookeeper.sh"
+    );
+    ZooKeeperServer::start().expect("start ZooKeeper")
+}
+
+/// `keylatch --url URL ARGS`, with no connection settings from the test's environment.
+fn keylatch(url: &str, args: &[&str]) -> Command {
+    let mut cmd = bare(&["--url", url]);
+    cmd.args(args);
+    cmd
+}
+
+#[test]
+fn run_inspect_and_refusals_on_zookeeper() {
+    let server = zookeeper();
+    let url = format!("zk://{}", server.connect_string());
+
+    // Exclusion: 4 processes on each of a plain and a fair lock.
+    let dir = scratch("zookeeper");
+    let mut children = Vec::new();
+    for (name, fair) in [("cli-zk-plain", false), ("cli-zk-fair", true)] {
+        let part = dir.join(name);
+        std::fs::create_dir_all(&part).unwrap();
+        for i in 0..4 {
+            let body = critical_section(&part, &format!("{name}-{i}"), 40);
+            let mut args = vec!["run", name];
+            if fair {
+                args.push("--fair");
+            }
+            args.extend(["--", "sh", "-c", &body]);
+            children.push(keylatch(&url, &args).spawn().unwrap());
+        }
+    }
+    for mut child in children {
+        let status = child.wait().unwrap();
+        assert!(status.success(), "a run failed: {status}");
+    }
+    for name in ["cli-zk-plain", "cli-zk-fair"] {
+        let part = dir.join(name);
+        let log = std::fs::read_to_string(part.join("log")).unwrap();
+        assert_eq!(log.lines().count(), 4, "every command ran once");
+        assert!(!part.join("overlaps").exists(), "two commands overlapped");
+    }
+
+    // The fencing token: the node's creation zxid, increasing run after run.
+    let token = |name: &str| -> u64 {
+        let out = keylatch(
+            &url,
+            &[
+                "run",
+                name,
+                "--",
+                "sh",
+                "-c",
+                "echo $KEYLATCH_FENCING_TOKEN",
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let first = token("cli-zk-token");
+    assert!(token("cli-zk-token") > first);
+
+    // inspect while one process holds and another waits: the holder first, owner ids shown.
+    let marker = dir.join("running");
+    let mut holder = keylatch(
+        &url,
+        &[
+            "run",
+            "cli-zk-job",
+            "--",
+            "sh",
+            "-c",
+            &format!("touch {}; sleep 3", marker.display()),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    wait_for_file(&marker);
+    let mut waiter = keylatch(&url, &["run", "cli-zk-job", "--", "true"])
+        .spawn()
+        .unwrap();
+    let mut report = serde_json::Value::Null;
+    for _ in 0..100 {
+        let out = keylatch(&url, &["inspect", "cli-zk-job", "--json"])
+            .output()
+            .unwrap();
+        report = json_output(&out);
+        if report["nodes_total"] == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    println!("{report}");
+    assert_eq!(report["store"], "zookeeper", "{report}");
+    assert_eq!(report["kind"], "mutex", "{report}");
+    assert_eq!(report["path"], "/keylatch/cli-zk-job", "{report}");
+    assert_eq!(
+        report["nodes_total"], 2,
+        "the holder and the waiter: {report}"
+    );
+    for node in report["nodes"].as_array().unwrap() {
+        let owner = node["owner"].as_str().unwrap_or_default();
+        assert!(
+            owner.parse::<keylatch::OwnerId>().is_ok(),
+            "an owner id: {report}"
+        );
+    }
+    assert!(holder.wait().unwrap().success());
+    assert!(waiter.wait().unwrap().success());
+    let out = keylatch(&url, &["inspect", "cli-zk-job", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json_output(&out)["kind"], "free");
+
+    // A latch has no ZooKeeper form: a usage error, and nothing is written.
+    let out = keylatch(&url, &["latch", "set", "cli-zk-latch", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let out = keylatch(&url, &["inspect", "cli-zk-latch", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json_output(&out)["kind"], "free");
+}

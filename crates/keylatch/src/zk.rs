@@ -1,0 +1,321 @@
+//! The ZooKeeper side of the facade's handles: a lock name and an owner, turned into
+//! keylatch-zookeeper's mutex or read-write lock at each call (so a name ZooKeeper refuses is
+//! a typed error there, as on Redis). Without the `zookeeper` feature the types are empty
+//! enums: no value of them exists, and `zk://` URLs are refused at connect.
+//!
+//! May import: keylatch-core, keylatch-zookeeper, keylatch-redis's `Config`, `future.rs`.
+
+#[cfg(feature = "zookeeper")]
+pub(crate) use on::*;
+
+#[cfg(not(feature = "zookeeper"))]
+pub(crate) use off::*;
+
+#[cfg(feature = "zookeeper")]
+mod on {
+    use std::fmt;
+    use std::sync::Arc;
+
+    use keylatch_core::{
+        AcquireOptions, Background, DistributedLock, Error, LockGuard, Owner, Result,
+    };
+    use keylatch_redis::Config;
+    use keylatch_zookeeper::ZkConfig;
+
+    use crate::future::Boxed;
+
+    /// What the facade needs of a ZooKeeper client, behind a trait object for the same reason.
+    trait Session: Send + Sync + fmt::Debug {
+        fn get(&self) -> &keylatch_zookeeper::ZkClient;
+    }
+
+    impl Session for keylatch_zookeeper::ZkClient {
+        fn get(&self) -> &keylatch_zookeeper::ZkClient {
+            self
+        }
+    }
+
+    /// A ZooKeeper client, as the facade keeps it.
+    #[derive(Clone, Debug)]
+    pub(crate) struct ZkClient(Arc<dyn Session>);
+
+    impl ZkClient {
+        pub(crate) fn new(client: keylatch_zookeeper::ZkClient) -> ZkClient {
+            ZkClient(Arc::new(client))
+        }
+
+        pub(crate) fn get(&self) -> &keylatch_zookeeper::ZkClient {
+            self.0.get()
+        }
+
+        pub(crate) fn shutdown(&self) -> Boxed<'_, Result<()>> {
+            Box::pin(self.get().shutdown())
+        }
+
+        pub(crate) fn wait_idle(&self) -> Boxed<'_, ()> {
+            Box::pin(self.get().wait_idle())
+        }
+
+        pub(crate) fn id(&self) -> uuid::Uuid {
+            self.get().id()
+        }
+
+        pub(crate) fn background(&self) -> &Background {
+            self.get().background()
+        }
+    }
+
+    /// Connects to the ensemble of `config.url`, with `config`'s release and shutdown
+    /// timeouts and ZooKeeper's defaults for the rest (see [`ZkConfig`]).
+    pub(crate) async fn connect(config: &Config) -> Result<ZkClient> {
+        let zk = ZkConfig::default()
+            .with_release_timeout(config.release_timeout)
+            .with_shutdown_timeout(config.shutdown_timeout);
+        let url = config.url.expose_secret().to_owned();
+        let connecting: Boxed<'static, Result<keylatch_zookeeper::ZkClient>> =
+            Box::pin(async move { keylatch_zookeeper::ZkClient::connect_with(&url, zk).await });
+        Ok(ZkClient::new(connecting.await?))
+    }
+
+    /// A mutex by name (Curator's `InterProcessMutex`; FIFO by construction, so it backs the
+    /// reentrant and the fair lock alike).
+    #[derive(Clone, Debug)]
+    pub(crate) struct ZkLock {
+        client: ZkClient,
+        name: Arc<str>,
+        owner: Option<Owner>,
+        /// An option this store cannot honour, refused at acquire.
+        refuse: Option<&'static str>,
+    }
+
+    impl ZkLock {
+        pub(crate) fn new(client: &ZkClient, name: &str) -> ZkLock {
+            ZkLock {
+                client: client.clone(),
+                name: Arc::from(name),
+                owner: None,
+                refuse: None,
+            }
+        }
+
+        pub(crate) fn name(&self) -> &str {
+            &self.name
+        }
+
+        pub(crate) fn with_owner(&self, owner: Owner) -> ZkLock {
+            ZkLock {
+                owner: Some(owner),
+                ..self.clone()
+            }
+        }
+
+        /// The same lock, refusing every acquisition with `Unsupported { operation }`.
+        pub(crate) fn refusing(&self, operation: &'static str) -> ZkLock {
+            ZkLock {
+                refuse: Some(operation),
+                ..self.clone()
+            }
+        }
+
+        fn mutex(&self) -> Result<keylatch_zookeeper::ZkMutex> {
+            let mutex = self.client.get().lock(&self.name)?;
+            Ok(match self.owner {
+                Some(owner) => mutex.with_owner(owner),
+                None => mutex,
+            })
+        }
+
+        pub(crate) fn acquire(
+            &self,
+            options: AcquireOptions,
+        ) -> Boxed<'_, Result<Option<LockGuard>>> {
+            Box::pin(async move {
+                let mutex = self.mutex()?;
+                if let Some(operation) = self.refuse {
+                    return Err(Error::Unsupported {
+                        primitive: "zookeeper mutex",
+                        operation,
+                        reason: "a ZooKeeper lock has no such mode",
+                    });
+                }
+                mutex.acquire(options).await
+            })
+        }
+
+        pub(crate) fn is_locked(&self) -> Boxed<'_, Result<bool>> {
+            Box::pin(async move { self.mutex()?.is_locked().await })
+        }
+
+        pub(crate) fn force_unlock(&self) -> Boxed<'_, Result<bool>> {
+            Box::pin(async move { self.mutex()?.force_unlock().await })
+        }
+    }
+
+    /// A read-write lock by name (Curator's `InterProcessReadWriteLock`).
+    #[derive(Clone, Debug)]
+    pub(crate) struct ZkRw {
+        client: ZkClient,
+        name: Arc<str>,
+        owner: Option<Owner>,
+    }
+
+    impl ZkRw {
+        pub(crate) fn new(client: &ZkClient, name: &str) -> ZkRw {
+            ZkRw {
+                client: client.clone(),
+                name: Arc::from(name),
+                owner: None,
+            }
+        }
+
+        pub(crate) fn name(&self) -> &str {
+            &self.name
+        }
+
+        pub(crate) fn with_owner(&self, owner: Owner) -> ZkRw {
+            ZkRw {
+                owner: Some(owner),
+                ..self.clone()
+            }
+        }
+
+        pub(crate) fn side(&self, write: bool) -> ZkSide {
+            ZkSide {
+                rw: self.clone(),
+                write,
+            }
+        }
+    }
+
+    /// One side of a [`ZkRw`].
+    #[derive(Clone, Debug)]
+    pub(crate) struct ZkSide {
+        rw: ZkRw,
+        write: bool,
+    }
+
+    impl ZkSide {
+        pub(crate) fn name(&self) -> &str {
+            &self.rw.name
+        }
+
+        pub(crate) fn with_owner(&self, owner: Owner) -> ZkSide {
+            ZkSide {
+                rw: self.rw.with_owner(owner),
+                write: self.write,
+            }
+        }
+
+        fn side(&self) -> Result<keylatch_zookeeper::ZkRwSide> {
+            let lock = self.rw.client.get().read_write_lock(&self.rw.name)?;
+            let lock = match self.rw.owner {
+                Some(owner) => lock.with_owner(owner),
+                None => lock,
+            };
+            Ok(if self.write {
+                lock.write_lock()
+            } else {
+                lock.read_lock()
+            })
+        }
+
+        pub(crate) fn acquire(
+            &self,
+            options: AcquireOptions,
+        ) -> Boxed<'_, Result<Option<LockGuard>>> {
+            Box::pin(async move { self.side()?.acquire(options).await })
+        }
+
+        pub(crate) fn is_locked(&self) -> Boxed<'_, Result<bool>> {
+            Box::pin(async move { self.side()?.is_locked().await })
+        }
+
+        pub(crate) fn force_unlock(&self) -> Boxed<'_, Result<bool>> {
+            Box::pin(async move { self.side()?.force_unlock().await })
+        }
+    }
+}
+
+#[cfg(not(feature = "zookeeper"))]
+mod off {
+    use keylatch_core::{AcquireOptions, Error, LockGuard, Owner, Result, StoreError};
+    use keylatch_redis::Config;
+
+    macro_rules! empty {
+        ($($ty:ident),*) => {$(
+            /// No value exists without the `zookeeper` feature.
+            #[derive(Clone, Debug)]
+            pub(crate) enum $ty {}
+
+            #[allow(clippy::unused_async, dead_code)]
+            impl $ty {
+                pub(crate) fn name(&self) -> &str {
+                    match *self {}
+                }
+                pub(crate) fn with_owner(&self, _owner: Owner) -> $ty {
+                    match *self {}
+                }
+                pub(crate) async fn acquire(&self, _: AcquireOptions) -> Result<Option<LockGuard>> {
+                    match *self {}
+                }
+                pub(crate) async fn is_locked(&self) -> Result<bool> {
+                    match *self {}
+                }
+                pub(crate) async fn force_unlock(&self) -> Result<bool> {
+                    match *self {}
+                }
+            }
+        )*};
+    }
+
+    empty!(ZkClient, ZkLock, ZkRw, ZkSide);
+
+    #[allow(dead_code)]
+    impl ZkLock {
+        pub(crate) fn new(client: &ZkClient, _name: &str) -> ZkLock {
+            match *client {}
+        }
+        pub(crate) fn refusing(&self, _operation: &'static str) -> ZkLock {
+            match *self {}
+        }
+    }
+
+    #[allow(dead_code)]
+    impl ZkRw {
+        pub(crate) fn new(client: &ZkClient, _name: &str) -> ZkRw {
+            match *client {}
+        }
+        pub(crate) fn side(&self, _write: bool) -> ZkSide {
+            match *self {}
+        }
+    }
+
+    #[allow(clippy::unused_async, dead_code)]
+    impl ZkClient {
+        pub(crate) async fn shutdown(&self) -> Result<()> {
+            match *self {}
+        }
+        pub(crate) async fn wait_idle(&self) {
+            match *self {}
+        }
+        pub(crate) fn id(&self) -> uuid::Uuid {
+            match *self {}
+        }
+        pub(crate) fn background(&self) -> &keylatch_core::Background {
+            match *self {}
+        }
+    }
+
+    /// Why a `zk://` URL is refused without the feature.
+    #[derive(Debug, thiserror::Error)]
+    #[error("keylatch was built without its `zookeeper` feature")]
+    struct NoFeature;
+
+    #[allow(clippy::unused_async)]
+    pub(crate) async fn connect(config: &Config) -> Result<ZkClient> {
+        Err(Error::InvalidUrl {
+            url: config.url.redacted(),
+            source: StoreError::new(NoFeature),
+        })
+    }
+}
