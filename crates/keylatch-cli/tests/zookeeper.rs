@@ -138,3 +138,59 @@ fn run_inspect_and_refusals_on_zookeeper() {
         .unwrap();
     assert_eq!(json_output(&out)["kind"], "free");
 }
+
+/// Sends `signal` (`STOP`, `CONT`) to `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+#[test]
+fn a_run_paused_past_its_session_stops_its_command_and_exits_76() {
+    let server = zookeeper();
+    let url = format!("zk://{}", server.connect_string());
+    let dir = scratch("zookeeper-paused");
+    let started = dir.join("started");
+    let stopped = dir.join("stopped");
+    // The command notes SIGTERM (sent when the lock is lost) and otherwise runs long.
+    let body = format!(
+        "trap 'touch {stopped}; exit 0' TERM; touch {started}; for i in $(seq 300); do sleep 0.1; done",
+        stopped = stopped.display(),
+        started = started.display(),
+    );
+    // --watchdog is the session timeout on ZooKeeper: a paused holder keeps the lock that long.
+    let mut holder = keylatch(
+        &url,
+        &[
+            "run",
+            "cli-zk-paused",
+            "--watchdog",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            &body,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    wait_for_file(&started);
+    signal(holder.id(), "STOP");
+    // Another process gets the lock once the paused one's 2 s session has expired (within
+    // 8 s: with ZooKeeper's default 10 s session it would not).
+    let other = keylatch(
+        &url,
+        &["run", "cli-zk-paused", "--wait", "8s", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    signal(holder.id(), "CONT");
+    assert!(other.status.success(), "the other run: {other:?}");
+    // Woken, the paused one learns its session is gone: its command is stopped, exit 76.
+    let status = holder.wait().unwrap();
+    assert_eq!(status.code(), Some(76), "{status}");
+    assert!(stopped.exists(), "the command got SIGTERM");
+}

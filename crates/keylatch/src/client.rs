@@ -107,8 +107,10 @@ impl Client {
 
     /// Connects with a full configuration.
     ///
-    /// A `zk://` URL connects to ZooKeeper with `config`'s release and shutdown timeouts and
-    /// ZooKeeper's defaults for the rest; the Redis settings do not apply there.
+    /// A `zk://` URL connects to ZooKeeper: the session timeout asked for is
+    /// [`Config::watchdog_timeout`] (how long a crashed holder keeps its locks, as on Redis;
+    /// the server bounds it), the release and shutdown timeouts are `config`'s, and the other
+    /// Redis settings do not apply there.
     ///
     /// # Errors
     /// As [`connect`](Client::connect), and [`Error::InvalidConfig`](crate::Error::InvalidConfig).

@@ -65,10 +65,13 @@ mod on {
         }
     }
 
-    /// Connects to the ensemble of `config.url`, with `config`'s release and shutdown
-    /// timeouts and ZooKeeper's defaults for the rest (see [`ZkConfig`]).
+    /// Connects to the ensemble of `config.url`: the session timeout asked for is
+    /// `config.watchdog_timeout` (how long a crashed holder keeps its locks, on either store),
+    /// the release and shutdown timeouts are `config`'s, the rest ZooKeeper's defaults (see
+    /// [`ZkConfig`]).
     pub(crate) async fn connect(config: &Config) -> Result<ZkClient> {
         let zk = ZkConfig::default()
+            .with_session_timeout(config.watchdog_timeout)
             .with_release_timeout(config.release_timeout)
             .with_shutdown_timeout(config.shutdown_timeout);
         let url = config.url.expose_secret().to_owned();
