@@ -91,7 +91,7 @@ impl Driver {
     }
 
     /// `fixForSorting`.
-    fn fix_for_sorting<'a>(self, name: &'a str) -> &'a str {
+    fn fix_for_sorting(self, name: &str) -> &str {
         match self {
             Driver::Mutex => standard_fix_for_sorting(name, LOCK_NAME),
             Driver::Write | Driver::Read => standard_fix_for_sorting(
