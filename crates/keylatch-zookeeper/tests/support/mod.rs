@@ -2,6 +2,8 @@
 //! zookeeper-client session to look at the nodes.
 #![allow(dead_code)]
 
+pub mod curator;
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
