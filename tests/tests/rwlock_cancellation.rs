@@ -260,3 +260,124 @@ async fn acquires_dropped_in_flight_are_undone_after_the_server_runs_them() {
     reading.unlock().await.unwrap();
     assert_clean(&client, &server, &name).await;
 }
+
+/// The lines `MONITOR` shows from now until `marker` is echoed (a bound of 10 s).
+struct Monitor {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Monitor {
+    async fn start(server: &RedisServer) -> Monitor {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", server.port()))
+            .await
+            .unwrap();
+        stream.write_all(b"MONITOR\r\n").await.unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut ok = String::new();
+        reader.read_line(&mut ok).await.unwrap();
+        assert!(ok.starts_with("+OK"), "{ok}");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = lines.clone();
+        let task = tokio::spawn(async move {
+            let mut line = String::new();
+            while reader.read_line(&mut line).await.unwrap_or(0) > 0 {
+                seen.lock().unwrap().push(std::mem::take(&mut line));
+            }
+        });
+        Monitor { lines, task }
+    }
+
+    /// Every line up to the echo of `marker`, sent now through `conn`.
+    async fn until(
+        &self,
+        conn: &mut redis::aio::MultiplexedConnection,
+        marker: &str,
+    ) -> Vec<String> {
+        let _: String = redis::cmd("ECHO")
+            .arg(marker)
+            .query_async(conn)
+            .await
+            .unwrap();
+        for _ in 0..1000 {
+            let lines = self.lines.lock().unwrap().clone();
+            if lines.iter().any(|l| l.contains(marker)) {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("MONITOR never showed {marker}");
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The client address (`127.0.0.1:port`) of a `MONITOR` line.
+fn sender(line: &str) -> &str {
+    line.split_once(" [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .and_then(|(db_addr, _)| db_addr.split_once(' '))
+        .map_or("", |(_, addr)| addr)
+}
+
+#[tokio::test]
+async fn a_withdrawn_intent_goes_on_the_connection_of_the_acquire_that_recorded_it() {
+    // Commands on different connections may run in any order; a withdrawal sent on another
+    // connection than the write acquire could run first and leave the intent for its timeout.
+    let server = server();
+    let client = client(&server).await;
+    assert!(
+        client.config().connections > 1,
+        "the race needs two connections"
+    );
+    let other = keylatch_tests::client(&server).await;
+    let mut conn = raw(&server).await;
+    let monitor = Monitor::start(&server).await;
+    // Several names: on two connections, a name and its intent key hash to different ones
+    // for about half of them.
+    let names: Vec<String> = (0..8).map(|_| unique("rw-withdraw-route")).collect();
+    for name in &names {
+        let reading = other.rw_lock(name).read().await.unwrap();
+        let refused = client
+            .rw_lock(name)
+            .write_lock()
+            .try_lock_for(Duration::from_millis(30), None)
+            .await
+            .unwrap();
+        assert!(refused.is_none(), "a reader holds it");
+        reading.unlock().await.unwrap();
+    }
+    client.wait_idle().await;
+    let lines = monitor.until(&mut conn, "rw-withdraw-route-marker").await;
+    for name in &names {
+        let intent = format!("\"{{{name}}}:write_intent\"");
+        let acquires: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.contains(&intent) && l.contains("redisson_lock_token:"))
+            .map(|l| sender(l))
+            .collect();
+        let withdrawals: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.contains(&intent) && l.contains("\"redisson_rwlock:"))
+            .map(|l| sender(l))
+            .collect();
+        assert!(
+            !acquires.is_empty() && !withdrawals.is_empty(),
+            "{name}: {lines:?}"
+        );
+        for withdrawal in &withdrawals {
+            assert!(
+                acquires.contains(withdrawal),
+                "{name}: withdrawn from {withdrawal}, acquired from {acquires:?}"
+            );
+        }
+    }
+    for name in &names {
+        assert_clean(&client, &server, name).await;
+    }
+}

@@ -80,8 +80,12 @@ impl IntentGuard {
     }
 
     async fn withdraw_call(&self) -> Result<()> {
+        // Keyed first by the lock's name: commands on one key share a connection, so the
+        // withdrawal is sent after the acquire that may have recorded the intent, and the
+        // server runs it after that acquire.
         let call = INTENT_WITHDRAW
             .call()
+            .key(&*self.shared.name)
             .key(&*self.shared.intent_key)
             .key(&*self.shared.channel)
             .arg(self.field.as_str());
