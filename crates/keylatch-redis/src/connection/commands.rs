@@ -75,6 +75,9 @@ const READONLY_RETRIES: usize = 3;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// How many times a connection that broke while it was being opened is replaced.
+const OPEN_RETRIES: usize = 3;
+
 impl Commands {
     pub(crate) fn new(
         topology: Arc<Topology>,
@@ -205,8 +208,15 @@ impl Commands {
         }
         let moves = self.topology.moves();
         let mut opened = self.topology.command_connection().await?;
-        if let Some(address) = &opened.address {
-            self.check_run_id(address, &mut opened.conn).await;
+        // A connection that breaks while its server's run id is read (a `CLIENT KILL`, a
+        // restart) is replaced at once, a few times at most, rather than handed to a caller.
+        for _ in 0..OPEN_RETRIES {
+            match &opened.address {
+                Some(address) if !self.check_run_id(address, &mut opened.conn).await => {
+                    opened = self.topology.command_connection().await?;
+                }
+                _ => break,
+            }
         }
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         *slot.current.lock().expect("slot lock") = Some(Held {

@@ -13,7 +13,8 @@ impl Commands {
     /// Reads the run id of the server at `address` on a connection just opened (once per
     /// connection, never per command): another one than last time there is a restart,
     /// recorded for the watchdog's loss reasons. A server that refuses `INFO` is not checked.
-    pub(super) async fn check_run_id(&self, address: &str, conn: &mut Connection) {
+    /// Returns `false` when the connection broke meanwhile (the caller opens another one).
+    pub(super) async fn check_run_id(&self, address: &str, conn: &mut Connection) -> bool {
         keylatch_core::telemetry::round_trip();
         let info: redis::RedisResult<String> =
             redis::cmd("INFO").arg("server").query_async(conn).await;
@@ -23,11 +24,15 @@ impl Commands {
                 Some(run_id) => changes.server_seen(address, run_id),
                 None => changes.settled(),
             },
+            Err(err) if err.is_io_error() || err.is_connection_dropped() => {
+                return false;
+            }
             Err(err) => {
                 tracing::debug!(target: "keylatch::connection", error = %err, "INFO server refused: restarts are not told apart");
                 changes.settled();
             }
         }
+        true
     }
 
     /// Why a hold on `key`, confirmed valid at `confirmed` and now found gone, was lost: a
