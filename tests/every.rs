@@ -42,6 +42,13 @@ pub fn zookeeper_names(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// What a primitive is, and the holder's and the waiter's handle of it.
+pub type Pair = (
+    &'static str,
+    Arc<dyn DistributedLock>,
+    Arc<dyn DistributedLock>,
+);
+
 /// Each primitive on `name` (with a suffix per primitive) as the holder's and the waiter's
 /// lock: reentrant, fair, write-then-read, write-then-write, semaphore and permit-expirable
 /// semaphore of one permit. On ZooKeeper the semaphore is a `ZkSemaphore` of one lease and
@@ -50,13 +57,7 @@ pub async fn primitive_pairs(
     holder: &Client,
     waiter: &Client,
     name: &str,
-) -> keylatch::Result<
-    Vec<(
-        &'static str,
-        Arc<dyn DistributedLock>,
-        Arc<dyn DistributedLock>,
-    )>,
-> {
+) -> keylatch::Result<Vec<Pair>> {
     let n = |suffix: &str| format!("{name}-{suffix}");
     let semaphore = n("semaphore");
     if let (Some(held), Some(waited)) = (holder.as_zookeeper(), waiter.as_zookeeper()) {
@@ -91,15 +92,7 @@ pub async fn primitive_pairs(
 }
 
 /// The lock family's pairs of [`primitive_pairs`], the same on both stores.
-fn lock_pairs(
-    holder: &Client,
-    waiter: &Client,
-    name: &str,
-) -> Vec<(
-    &'static str,
-    Arc<dyn DistributedLock>,
-    Arc<dyn DistributedLock>,
-)> {
+fn lock_pairs(holder: &Client, waiter: &Client, name: &str) -> Vec<Pair> {
     let n = |suffix: &str| format!("{name}-{suffix}");
     vec![
         (
