@@ -1,39 +1,100 @@
-//! Every primitive through one path: a holder takes it, a waiter waits (woken by pub/sub) and
-//! takes it after the release, then releases. Used by the TLS, ACL, Sentinel and cluster
-//! tests; and a cancellation storm over every primitive, run on one server and on a cluster.
+//! Every primitive through one path: a holder takes it, a waiter waits (woken by pub/sub on
+//! Redis, by a watch on ZooKeeper) and takes it after the release, then releases. Used by the
+//! TLS, ACL, Sentinel, cluster and ZooKeeper tests; and a cancellation storm over every
+//! primitive, run on one server, on a cluster and on ZooKeeper.
+//!
+//! Store-neutral: on a `zk://` client the holder acquires without a lease (a ZooKeeper hold
+//! lasts as long as its session), wake-up messages are not counted (there are none), and the
+//! semaphore is keylatch-zookeeper's `ZkSemaphore` of one lease (the permit-expirable
+//! semaphore exists on Redis only).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use keylatch::{AcquireOptions, Client, DistributedLock};
+use keylatch::{AcquireOptions, Client, DistributedLock, StoreKind};
 use keylatch_testkit::RedisServer;
 
 /// A lease long enough that only a wake-up message can end a wait early.
 pub const LONG_LEASE: Duration = Duration::from_secs(20);
 
+fn on_zookeeper(client: &Client) -> bool {
+    client.store_kind() == StoreKind::ZooKeeper
+}
+
+/// How the holder acquires: with [`LONG_LEASE`] on Redis (so only a wake-up can end a wait
+/// early); without a lease on ZooKeeper, which has none (a hold ends with its release or its
+/// session).
+fn holder_options(zookeeper: bool) -> AcquireOptions {
+    if zookeeper {
+        AcquireOptions::new()
+    } else {
+        AcquireOptions::new().with_lease(LONG_LEASE)
+    }
+}
+
+/// The lock names [`primitive_pairs`] uses on ZooKeeper for `name`: each is a znode under the
+/// client's base path (`/keylatch/<name>`); the semaphore's contenders are under its `leases`
+/// and `locks` children.
+pub fn zookeeper_names(name: &str) -> Vec<String> {
+    ["lock", "fair", "rw", "rw2", "semaphore"]
+        .iter()
+        .map(|suffix| format!("{name}-{suffix}"))
+        .collect()
+}
+
+/// What a primitive is, and the holder's and the waiter's handle of it.
+pub type Pair = (
+    &'static str,
+    Arc<dyn DistributedLock>,
+    Arc<dyn DistributedLock>,
+);
+
 /// Each primitive on `name` (with a suffix per primitive) as the holder's and the waiter's
 /// lock: reentrant, fair, write-then-read, write-then-write, semaphore and permit-expirable
-/// semaphore of one permit.
+/// semaphore of one permit. On ZooKeeper the semaphore is a `ZkSemaphore` of one lease and
+/// there is no permit-expirable semaphore.
 pub async fn primitive_pairs(
     holder: &Client,
     waiter: &Client,
     name: &str,
-) -> keylatch::Result<
-    Vec<(
-        &'static str,
-        Arc<dyn DistributedLock>,
-        Arc<dyn DistributedLock>,
-    )>,
-> {
+) -> keylatch::Result<Vec<Pair>> {
     let n = |suffix: &str| format!("{name}-{suffix}");
     let semaphore = n("semaphore");
+    if let (Some(held), Some(waited)) = (holder.as_zookeeper(), waiter.as_zookeeper()) {
+        let mut pairs = lock_pairs(holder, waiter, name);
+        pairs.push((
+            "semaphore",
+            Arc::new(held.semaphore(&semaphore, 1)?.as_lock()),
+            Arc::new(waited.semaphore(&semaphore, 1)?.as_lock()),
+        ));
+        return Ok(pairs);
+    }
     holder.semaphore(&semaphore).try_set_permits(1).await?;
     let expirable = n("expirable");
     holder
         .permit_expirable_semaphore(&expirable)
         .try_set_permits(1)
         .await?;
-    Ok(vec![
+    let mut pairs = lock_pairs(holder, waiter, name);
+    pairs.extend([
+        (
+            "semaphore",
+            Arc::new(holder.semaphore(&semaphore).as_lock()) as Arc<dyn DistributedLock>,
+            Arc::new(waiter.semaphore(&semaphore).as_lock()) as Arc<dyn DistributedLock>,
+        ),
+        (
+            "permit-expirable semaphore",
+            Arc::new(holder.permit_expirable_semaphore(&expirable).as_lock()),
+            Arc::new(waiter.permit_expirable_semaphore(&expirable).as_lock()),
+        ),
+    ]);
+    Ok(pairs)
+}
+
+/// The lock family's pairs of [`primitive_pairs`], the same on both stores.
+fn lock_pairs(holder: &Client, waiter: &Client, name: &str) -> Vec<Pair> {
+    let n = |suffix: &str| format!("{name}-{suffix}");
+    vec![
         (
             "reentrant lock",
             Arc::new(holder.lock(&n("lock"))),
@@ -54,29 +115,21 @@ pub async fn primitive_pairs(
             Arc::new(holder.rw_lock(&n("rw2")).write_lock()),
             Arc::new(waiter.rw_lock(&n("rw2")).write_lock()),
         ),
-        (
-            "semaphore",
-            Arc::new(holder.semaphore(&semaphore).as_lock()),
-            Arc::new(waiter.semaphore(&semaphore).as_lock()),
-        ),
-        (
-            "permit-expirable semaphore",
-            Arc::new(holder.permit_expirable_semaphore(&expirable).as_lock()),
-            Arc::new(waiter.permit_expirable_semaphore(&expirable).as_lock()),
-        ),
-    ])
+    ]
 }
 
-/// For every primitive: `holder` acquires with a long lease; the server must then say the
-/// lock is taken and the waiter's try must be refused; `waiter` waits (it must still be
-/// waiting when the holder releases after 100 ms), acquires before the lease could have ended
-/// the hold, the server says it is taken, the waiter releases and the server says it is free.
-/// Asserts that a wake-up message reached the waiter's client for each primitive that ran. Returns how many primitives
-/// passed every one of these checks: a primitive whose operation failed, was skipped or did
-/// not exclude is not counted (what went wrong is printed).
+/// For every primitive: `holder` acquires with a long lease (on ZooKeeper: without a lease);
+/// the server must then say the lock is taken and the waiter's try must be refused; `waiter`
+/// waits (it must still be waiting when the holder releases after 100 ms), acquires before
+/// the lease could have ended the hold, the server says it is taken, the waiter releases and
+/// the server says it is free. On Redis, asserts that a wake-up message reached the waiter's
+/// client for each primitive that ran (ZooKeeper wakes a waiter by a watch, not a message).
+/// Returns how many primitives passed every one of these checks: a primitive whose operation
+/// failed, was skipped or did not exclude is not counted (what went wrong is printed).
 pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &str) -> usize {
+    let redis = !on_zookeeper(waiter);
     assert!(
-        waiter.config().fallback_poll >= LONG_LEASE,
+        !redis || waiter.config().fallback_poll >= LONG_LEASE,
         "the waiter must not poll: only a message may wake it"
     );
     let pairs = primitive_pairs(holder, waiter, name)
@@ -85,7 +138,7 @@ pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &s
     let messages_before = waiter.stats().hub_messages;
     let mut ran = 0;
     for (what, held, waited) in &pairs {
-        match exercise(held, waited).await {
+        match exercise(!redis, held, waited).await {
             Ok(()) => ran += 1,
             Err(failure) => println!("{what}: FAILED: {failure}"),
         }
@@ -93,14 +146,16 @@ pub async fn exercise_every_primitive(holder: &Client, waiter: &Client, name: &s
     // Each run that passed was woken by a message.
     let messages = waiter.stats().hub_messages - messages_before;
     assert!(
-        messages >= ran as u64,
+        !redis || messages >= ran as u64,
         "{messages} wake-up messages for {ran} primitives that ran"
     );
     ran
 }
 
-/// One primitive's run of [`exercise_every_primitive`]; what went wrong, if anything.
+/// One primitive's run of [`exercise_every_primitive`] (on ZooKeeper when `zookeeper`); what
+/// went wrong, if anything.
 async fn exercise(
+    zookeeper: bool,
     held: &Arc<dyn DistributedLock>,
     waited: &Arc<dyn DistributedLock>,
 ) -> Result<(), String> {
@@ -116,7 +171,7 @@ async fn exercise(
         return Err("taken before the holder acquired it".into());
     }
     let guard = held
-        .acquire(AcquireOptions::new().with_lease(LONG_LEASE))
+        .acquire(holder_options(zookeeper))
         .await
         .map_err(|err| format!("the holder's acquire failed: {err}"))?
         .ok_or("an unbounded acquire returned no guard")?;
@@ -163,7 +218,10 @@ async fn exercise(
             "the waiter was not woken by the release ({after:?})"
         ));
     }
-    if !taken(waited, "waiter").await? {
+    // On ZooKeeper a read side answers whether a writer holds or waits: the holder's side
+    // (the same lock, or the write side, which sees readers too) is asked about the waiter.
+    let waiter_probe = if zookeeper { held } else { waited };
+    if !taken(waiter_probe, "waiter").await? {
         return Err("the server does not have the waiter's hold".into());
     }
     guard
@@ -180,8 +238,10 @@ async fn exercise(
 /// drops them at every stage (before sending, in flight, subscribed, queued); then the holds
 /// are released. Asserts that nothing is left on any of `nodes` (the servers, or a cluster's
 /// primaries): no hold, queue entry or taken permit (a semaphore keeps its one permit), no
-/// subscription, classic or sharded, and none in `storm`. Every aborted wait is awaited:
-/// returns how many ended cancelled, and how the others ended.
+/// subscription, classic or sharded, and none in `storm`. On ZooKeeper (`nodes` is empty
+/// then), asserts that `storm`'s view of each lock and semaphore lists no contender and no
+/// lease; the caller lists the znodes itself, through a session of its own. Every aborted
+/// wait is awaited: returns how many ended cancelled, and how the others ended.
 pub async fn cancellation_storm(
     holder: &Client,
     storm: &Client,
@@ -229,6 +289,14 @@ pub async fn cancellation_storm(
     tokio::time::sleep(storm.config().subscription_linger + Duration::from_millis(350)).await;
     assert_eq!(storm.stats().subscribers, 0);
     let mut left = Vec::new();
+    if let Some(zookeeper) = storm.as_zookeeper() {
+        for name in names.iter().flat_map(|name| zookeeper_names(name)) {
+            let contenders = zookeeper.contenders(&name, 0).await.unwrap();
+            for node in contenders.nodes.iter().chain(&contenders.leases) {
+                left.push(format!("{}/{} ({})", contenders.path, node.node, node.kind));
+            }
+        }
+    }
     for node in nodes {
         let keys = node.cli(&["KEYS", "*"]).unwrap();
         for key in keys.lines().filter(|k| !k.is_empty()) {

@@ -6,13 +6,14 @@
 //! keylatch-test-fault-worker --url URL --oracle URL --name NAME --id N
 //!     [--iterations N] [--hold-ms N] [--watchdog-ms N] [--lease-ms N]
 //!     [--response-timeout-ms N] [--hold-forever]
-//!     [--mode reentrant|fair|read|write|permit] [--waiter-timeout-ms N] [--permits N]
+//!     [--mode reentrant|fair|read|write|permit|zk-permit] [--waiter-timeout-ms N] [--permits N]
 //!     [--run-ms N] [--replicas N] [--replicas-timeout-ms N]
 //! keylatch-test-fault-worker --mode redlock --url URL1,URL2,… --oracle URL --name NAME --id N
 //!     [--run-ms N] [--hold-ms N] [--watchdog-ms N]
 //! ```
 //! `--run-ms` ends the loop once that much time has passed (else after `--iterations`);
-//! `--replicas` turns replica acknowledgement on.
+//! `--replicas` turns replica acknowledgement on. With a `zk://` URL the lock modes run on
+//! ZooKeeper, and `zk-permit` takes a permit of the ZooKeeper semaphore of `--permits` leases.
 //! Events: `acquired` (t, token, until: the local validity deadline, all in µs of wall-clock
 //! time), `write` (ok: accepted by the fenced oracle), `released` (t, before the unlock call),
 //! `unlock` (ok, error), `check` (lost), `error`, `done`.
@@ -115,6 +116,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let permits = u32::try_from(num("permits", 1))?;
             semaphore.try_set_permits(permits).await?;
             Arc::new(semaphore.as_lock())
+        }
+        "zk-permit" => {
+            let zookeeper = client
+                .as_zookeeper()
+                .ok_or("--mode zk-permit needs a zk:// URL")?;
+            let permits = u32::try_from(num("permits", 1))?;
+            Arc::new(zookeeper.semaphore(&name, permits)?.as_lock())
         }
         other => return Err(format!("unknown mode {other}").into()),
     };
