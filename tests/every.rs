@@ -218,10 +218,7 @@ async fn exercise(
             "the waiter was not woken by the release ({after:?})"
         ));
     }
-    // On ZooKeeper a read side answers whether a writer holds or waits: the holder's side
-    // (the same lock, or the write side, which sees readers too) is asked about the waiter.
-    let waiter_probe = if zookeeper { held } else { waited };
-    if !taken(waiter_probe, "waiter").await? {
+    if !taken(waited, "waiter").await? {
         return Err("the server does not have the waiter's hold".into());
     }
     guard

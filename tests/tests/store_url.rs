@@ -102,7 +102,20 @@ async fn a_zk_url_runs_the_lock_family_on_zookeeper() {
     for reader in readers {
         reader.unlock().await.unwrap();
     }
-    assert!(clients[1].rw_lock(&rw).try_write().await.unwrap().is_some());
+    let writing = clients[1].rw_lock(&rw).try_write().await.unwrap();
+    assert!(writing.is_some());
+    // Each side says whether the lock is in its mode, as on Redis.
+    let sides = clients[0].rw_lock(&rw);
+    assert!(sides.write_lock().is_locked().await.unwrap());
+    assert!(!sides.read_lock().is_locked().await.unwrap());
+    drop(writing);
+    clients[1].wait_idle().await;
+    let reading = clients[1].rw_lock(&rw).read().await.unwrap();
+    assert!(sides.read_lock().is_locked().await.unwrap());
+    assert!(!sides.write_lock().is_locked().await.unwrap());
+    assert!(sides.is_locked().await.unwrap());
+    reading.unlock().await.unwrap();
+    assert!(!sides.is_locked().await.unwrap());
 
     // A token with every acquisition, strictly increasing; a re-entry by the same owner.
     let owner = Owner::unique();

@@ -176,15 +176,14 @@ impl RwLock {
         self.write_lock().try_lock().await
     }
 
-    /// Whether anyone holds the lock, for reading or writing (on ZooKeeper: also while a node
-    /// waits).
+    /// Whether anyone holds the lock, for reading or writing.
     ///
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName), store errors.
     pub async fn is_locked(&self) -> Result<bool> {
         match &self.0 {
             RwInner::Redis(redis) => boxed(redis.is_locked()).await,
-            RwInner::ZooKeeper(zk) => zk.side(true).is_locked().await,
+            RwInner::ZooKeeper(zk) => zk.is_locked().await,
         }
     }
 
@@ -277,7 +276,9 @@ macro_rules! side {
                 }
             }
 
-            /// Whether this side is held (see the store's primitive for the exact meaning).
+            /// Whether the lock is in this side's mode: held for reading (the read side) or for
+            /// writing (the write side; a writer that also holds read holds keeps the lock in
+            /// write mode), on either store.
             ///
             /// # Errors
             /// As [`acquire`](Self::acquire).

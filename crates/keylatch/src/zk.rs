@@ -188,6 +188,14 @@ mod on {
                 write,
             }
         }
+
+        /// Whether anyone holds the lock: the first node under its path always holds.
+        pub(crate) fn is_locked(&self) -> Boxed<'_, Result<bool>> {
+            Box::pin(async move {
+                let nodes = self.client.get().contenders(&self.name, 0).await?.nodes;
+                Ok(!nodes.is_empty())
+            })
+        }
     }
 
     /// One side of a [`ZkRw`].
@@ -229,8 +237,22 @@ mod on {
             Box::pin(async move { self.side()?.acquire(options).await })
         }
 
+        /// Whether the lock is in this side's mode, as on Redis: the first node (the one that
+        /// holds) is a reader's for the read side, a writer's for the write side (a writer
+        /// that also reads keeps the lock in write mode).
         pub(crate) fn is_locked(&self) -> Boxed<'_, Result<bool>> {
-            Box::pin(async move { self.side()?.is_locked().await })
+            Box::pin(async move {
+                self.side()?;
+                let nodes = self
+                    .rw
+                    .client
+                    .get()
+                    .contenders(&self.rw.name, 0)
+                    .await?
+                    .nodes;
+                let kind = if self.write { "write" } else { "read" };
+                Ok(nodes.first().is_some_and(|first| first.kind == kind))
+            })
         }
 
         pub(crate) fn force_unlock(&self) -> Boxed<'_, Result<bool>> {
