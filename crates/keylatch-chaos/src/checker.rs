@@ -5,7 +5,9 @@
 //!   recorded with its `ok` (its own estimate, capped at `ok` + lease), or without one the
 //!   acquire's `invoke` + lease (the server started the lease after that). A holder that never
 //!   invoked a release (killed, or the run ended) holds to its lease end or the end of the run.
-//!   Two intervals of different acquisitions that intersect are a violation.
+//!   Two intervals of different acquisitions that intersect are a violation, unless both are
+//!   reads (acquires that record `mode` read) or they share no name (acquires that record
+//!   `names` take each of them; without, the one lock).
 //! - **Occupancy** (a semaphore: acquires that record `permits` N above 1): instead of the
 //!   above, more than N intervals at once are a violation.
 //! - **Fencing tokens**: an acquisition that began after another one was acknowledged must get a
@@ -19,7 +21,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::history::{Event, Kind, NEMESIS, Op};
+use crate::history::{Event, Kind, Mode, NEMESIS, Op};
 
 /// The kinds of violation the checker finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -104,6 +106,8 @@ struct Operation {
     permits: Option<u32>,
     valid_until: Option<u64>,
     write_id: Option<String>,
+    mode: Option<Mode>,
+    names: Option<Vec<String>>,
 }
 
 impl Operation {
@@ -146,6 +150,8 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                     permits: e.permits,
                     valid_until: None,
                     write_id: e.write_id.clone(),
+                    mode: e.mode,
+                    names: e.names.clone(),
                 });
             }
             kind => {
@@ -181,6 +187,43 @@ struct Hold {
     acquire_invoke: u64,
     start: u64,
     end: u64,
+    /// A read hold (shared with other reads).
+    shared: bool,
+    /// The side of a read-write lock.
+    mode: Option<Mode>,
+    /// The names held; empty: the one lock.
+    names: Vec<String>,
+}
+
+impl Hold {
+    /// The names both hold, if they exclude each other (not both reads).
+    fn conflict(&self, other: &Hold) -> Option<String> {
+        if self.shared && other.shared {
+            return None;
+        }
+        if self.names.is_empty() && other.names.is_empty() {
+            return Some(String::new());
+        }
+        let common: Vec<&str> = self
+            .names
+            .iter()
+            .filter(|n| other.names.contains(n))
+            .map(String::as_str)
+            .collect();
+        (!common.is_empty()).then(|| common.join(","))
+    }
+
+    fn describe(&self) -> String {
+        if !self.names.is_empty() {
+            return format!("{} (of {})", self.process, self.names.join(","));
+        }
+        let token = format!("token {}", fmt_token(self.token));
+        match self.mode {
+            Some(m) if self.token.is_some() => format!("{} ({m}, {token})", self.process),
+            Some(m) => format!("{} ({m})", self.process),
+            None => format!("{} ({token})", self.process),
+        }
+    }
 }
 
 fn holds(ops: &[Operation], end_of_run: u64) -> Vec<Hold> {
@@ -207,6 +250,9 @@ fn holds(ops: &[Operation], end_of_run: u64) -> Vec<Hold> {
             acquire_invoke: o.invoke,
             start,
             end: end.max(start),
+            shared: o.mode == Some(Mode::Read),
+            mode: o.mode,
+            names: o.names.clone().unwrap_or_default(),
         });
     }
     holds
@@ -275,16 +321,18 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
     }
     for (i, a) in hs.iter().enumerate().filter(|_| permits == 1) {
         for b in hs[i + 1..].iter().take_while(|b| b.start < a.end) {
+            let Some(common) = a.conflict(b) else {
+                continue;
+            };
             if b.start < b.end {
+                let what = if common.is_empty() {
+                    "the lock".to_owned()
+                } else {
+                    common
+                };
                 violations.push(Violation {
                     kind: ViolationKind::MutualExclusion,
-                    description: format!(
-                        "{} (token {}) and {} (token {}) both held the lock",
-                        a.process,
-                        fmt_token(a.token),
-                        b.process,
-                        fmt_token(b.token)
-                    ),
+                    description: format!("{} and {} both held {what}", a.describe(), b.describe()),
                     from: a.acquire_invoke,
                     to: a.end.min(b.end),
                     processes: vec![a.process.clone(), b.process.clone()],
@@ -449,6 +497,12 @@ pub fn timeline(history: &[Event], v: &Violation, origin: u64) -> String {
         }
         if let Some(l) = e.lease_ms {
             let _ = write!(line, " lease={l}ms");
+        }
+        if let Some(m) = e.mode {
+            let _ = write!(line, " {m}");
+        }
+        if let Some(names) = &e.names {
+            let _ = write!(line, " names={}", names.join(","));
         }
         if let Some(id) = &e.write_id {
             let _ = write!(line, " id={id}");

@@ -61,6 +61,12 @@ pub enum Workload {
     /// A semaphore of `--permits` permits (set up again with them when lost), each taken
     /// with the fixed lease; no register writes.
     Semaphore,
+    /// A read-write lock: readers (two in three acquisitions) and writers, with the fixed
+    /// lease; fencing on the write side, one fenced write per write hold.
+    Rwlock,
+    /// A multi-lock over two or three of four reentrant locks (overlapping sets), with the
+    /// fixed lease; exclusion is checked per name; no fencing, so no register writes.
+    Multilock,
 }
 
 impl fmt::Display for Workload {
@@ -70,6 +76,8 @@ impl fmt::Display for Workload {
             Workload::Fair => "fair",
             Workload::Redlock => "redlock",
             Workload::Semaphore => "semaphore",
+            Workload::Rwlock => "rwlock",
+            Workload::Multilock => "multilock",
         })
     }
 }

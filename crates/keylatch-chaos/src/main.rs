@@ -11,6 +11,7 @@ mod clock;
 mod clockshift;
 mod history;
 mod kinds;
+mod locks;
 mod nemesis;
 mod net;
 mod procs;
