@@ -21,6 +21,11 @@ pub enum Topology {
     Sentinel,
     /// As `sentinel`, and every acquisition waits for one replica's acknowledgement.
     SentinelAck,
+    /// A Redis Cluster of three primaries and three replicas (no persistence); the client does
+    /// not wait for replicas.
+    Cluster,
+    /// As `cluster`, and every acquisition waits for one replica's acknowledgement.
+    ClusterAck,
 }
 
 impl Topology {
@@ -29,8 +34,19 @@ impl Topology {
         match self {
             Topology::Redlock5 => 5,
             Topology::Sentinel | Topology::SentinelAck => 3,
+            Topology::Cluster | Topology::ClusterAck => 6,
             _ => 1,
         }
+    }
+
+    /// A Redis Cluster.
+    pub fn is_cluster(self) -> bool {
+        matches!(self, Topology::Cluster | Topology::ClusterAck)
+    }
+
+    /// Replicas every acquisition waits for.
+    pub fn replicas(self) -> u32 {
+        u32::from(matches!(self, Topology::SentinelAck | Topology::ClusterAck))
     }
 }
 
@@ -43,6 +59,8 @@ impl fmt::Display for Topology {
             Topology::Redlock5 => "redlock5",
             Topology::Sentinel => "sentinel",
             Topology::SentinelAck => "sentinel-ack",
+            Topology::Cluster => "cluster",
+            Topology::ClusterAck => "cluster-ack",
         })
     }
 }
