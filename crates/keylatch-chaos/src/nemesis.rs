@@ -267,6 +267,12 @@ mod tests {
         assert!("kill,clock".parse::<FaultSet>().is_err());
         let all: FaultSet = "all".parse().unwrap();
         assert!(!all.0.contains(&FaultKind::ClockJump));
+        assert!(!all.0.contains(&FaultKind::Failover));
+        let failovers: FaultSet = "all,failover".parse().unwrap();
+        assert_eq!(
+            failovers.to_string(),
+            "partition,loss,pause-server,kill,pause-client,failover"
+        );
         let jumps = schedule(3, 60_000, 3, 1, 3_000, &"clock-jump".parse().unwrap());
         assert!(!jumps.is_empty());
         for s in &jumps {
