@@ -5,7 +5,9 @@
 //!   recorded with its `ok` (its own estimate, capped at `ok` + lease), or without one the
 //!   acquire's `invoke` + lease (the server started the lease after that). A holder that never
 //!   invoked a release (killed, or the run ended) holds to its lease end or the end of the run.
-//!   Two intervals of different acquisitions that intersect are a violation.
+//!   Two intervals of different acquisitions that intersect are a violation, unless both are
+//!   reads (acquires that record `mode` read) or they share no name (acquires that record
+//!   `names` take each of them; without, the one lock).
 //! - **Occupancy** (a semaphore: acquires that record `permits` N above 1): instead of the
 //!   above, more than N intervals at once are a violation.
 //! - **Fencing tokens**: an acquisition that began after another one was acknowledged must get a
@@ -19,7 +21,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::history::{Event, Kind, NEMESIS, Op};
+use crate::history::{Event, Kind, Mode, NEMESIS, Op};
+
+mod holds;
+use holds::{holds, occupancy};
 
 /// The kinds of violation the checker finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -104,6 +109,8 @@ struct Operation {
     permits: Option<u32>,
     valid_until: Option<u64>,
     write_id: Option<String>,
+    mode: Option<Mode>,
+    names: Option<Vec<String>>,
 }
 
 impl Operation {
@@ -146,6 +153,8 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                     permits: e.permits,
                     valid_until: None,
                     write_id: e.write_id.clone(),
+                    mode: e.mode,
+                    names: e.names.clone(),
                 });
             }
             kind => {
@@ -171,82 +180,6 @@ fn acquired_before(ops: &[Operation], w: &Operation) -> Option<u64> {
         .filter(|o| o.process == w.process && o.op == Op::Acquire && o.invoke < w.invoke)
         .map(|o| o.invoke)
         .max()
-}
-
-/// A holder's interval.
-#[derive(Debug, Clone)]
-struct Hold {
-    process: String,
-    token: Option<u64>,
-    acquire_invoke: u64,
-    start: u64,
-    end: u64,
-}
-
-fn holds(ops: &[Operation], end_of_run: u64) -> Vec<Hold> {
-    let mut holds = Vec::new();
-    for (i, o) in ops.iter().enumerate() {
-        if o.op != Op::Acquire || !o.is_ok() {
-            continue;
-        }
-        let start = o.done_at().unwrap_or(o.invoke);
-        let lease_end = o.lease_end();
-        // The process's next release, before its next acquire.
-        let release = ops[i + 1..]
-            .iter()
-            .filter(|n| n.process == o.process)
-            .take_while(|n| n.op != Op::Acquire)
-            .find(|n| n.op == Op::Release);
-        let end = match release {
-            Some(r) => r.invoke.min(lease_end),
-            None => end_of_run.min(lease_end),
-        };
-        holds.push(Hold {
-            process: o.process.clone(),
-            token: o.token,
-            acquire_invoke: o.invoke,
-            start,
-            end: end.max(start),
-        });
-    }
-    holds
-}
-
-/// Holds (sorted by start) of more than `permits` holders at once: at each hold's start, the
-/// holds that began before and have not ended.
-fn occupancy(hs: &[Hold], permits: usize) -> Vec<Violation> {
-    let mut found = Vec::new();
-    for (i, b) in hs.iter().enumerate() {
-        if b.start >= b.end {
-            continue;
-        }
-        let at_once: Vec<&Hold> = hs[..=i]
-            .iter()
-            .filter(|a| a.start <= b.start && b.start < a.end)
-            .collect();
-        if at_once.len() > permits {
-            found.push(Violation {
-                kind: ViolationKind::Occupancy,
-                description: format!(
-                    "{} holders at once with {permits} permits: {}",
-                    at_once.len(),
-                    at_once
-                        .iter()
-                        .map(|h| h.process.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                from: at_once
-                    .iter()
-                    .map(|h| h.acquire_invoke)
-                    .min()
-                    .unwrap_or(b.start),
-                to: at_once.iter().map(|h| h.end).min().unwrap_or(b.end),
-                processes: at_once.iter().map(|h| h.process.clone()).collect(),
-            });
-        }
-    }
-    found
 }
 
 fn fmt_token(t: Option<u64>) -> String {
@@ -275,16 +208,18 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
     }
     for (i, a) in hs.iter().enumerate().filter(|_| permits == 1) {
         for b in hs[i + 1..].iter().take_while(|b| b.start < a.end) {
+            let Some(common) = a.conflict(b) else {
+                continue;
+            };
             if b.start < b.end {
+                let what = if common.is_empty() {
+                    "the lock".to_owned()
+                } else {
+                    common
+                };
                 violations.push(Violation {
                     kind: ViolationKind::MutualExclusion,
-                    description: format!(
-                        "{} (token {}) and {} (token {}) both held the lock",
-                        a.process,
-                        fmt_token(a.token),
-                        b.process,
-                        fmt_token(b.token)
-                    ),
+                    description: format!("{} and {} both held {what}", a.describe(), b.describe()),
                     from: a.acquire_invoke,
                     to: a.end.min(b.end),
                     processes: vec![a.process.clone(), b.process.clone()],
@@ -449,6 +384,12 @@ pub fn timeline(history: &[Event], v: &Violation, origin: u64) -> String {
         }
         if let Some(l) = e.lease_ms {
             let _ = write!(line, " lease={l}ms");
+        }
+        if let Some(m) = e.mode {
+            let _ = write!(line, " {m}");
+        }
+        if let Some(names) = &e.names {
+            let _ = write!(line, " names={}", names.join(","));
         }
         if let Some(id) = &e.write_id {
             let _ = write!(line, " id={id}");

@@ -33,6 +33,25 @@ pub enum Op {
     Nemesis,
 }
 
+/// The side of a read-write lock an acquisition takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Shared with other readers.
+    Read,
+    /// Exclusive.
+    Write,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Read => "read",
+            Mode::Write => "write",
+        })
+    }
+}
+
 /// One event of the history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
@@ -61,6 +80,12 @@ pub struct Event {
     /// How many holders may hold at once (acquire invoke of a semaphore; none: one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permits: Option<u32>,
+    /// The side taken (acquire invoke of a read-write lock; none: exclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    /// The locks taken at once (acquire invoke of a multi-lock; none: the one lock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
     /// A write's unique id, as the register logs it (write invoke).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_id: Option<String>,
@@ -82,6 +107,8 @@ impl Event {
             valid_until: None,
             lease_ms: None,
             permits: None,
+            mode: None,
+            names: None,
             write_id: None,
             detail: None,
         }

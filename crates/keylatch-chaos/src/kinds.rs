@@ -21,6 +21,11 @@ pub enum Topology {
     Sentinel,
     /// As `sentinel`, and every acquisition waits for one replica's acknowledgement.
     SentinelAck,
+    /// A Redis Cluster of three primaries and three replicas (no persistence); the client does
+    /// not wait for replicas.
+    Cluster,
+    /// As `cluster`, and every acquisition waits for one replica's acknowledgement.
+    ClusterAck,
 }
 
 impl Topology {
@@ -29,8 +34,19 @@ impl Topology {
         match self {
             Topology::Redlock5 => 5,
             Topology::Sentinel | Topology::SentinelAck => 3,
+            Topology::Cluster | Topology::ClusterAck => 6,
             _ => 1,
         }
+    }
+
+    /// A Redis Cluster.
+    pub fn is_cluster(self) -> bool {
+        matches!(self, Topology::Cluster | Topology::ClusterAck)
+    }
+
+    /// Replicas every acquisition waits for.
+    pub fn replicas(self) -> u32 {
+        u32::from(matches!(self, Topology::SentinelAck | Topology::ClusterAck))
     }
 }
 
@@ -43,6 +59,8 @@ impl fmt::Display for Topology {
             Topology::Redlock5 => "redlock5",
             Topology::Sentinel => "sentinel",
             Topology::SentinelAck => "sentinel-ack",
+            Topology::Cluster => "cluster",
+            Topology::ClusterAck => "cluster-ack",
         })
     }
 }
@@ -61,6 +79,12 @@ pub enum Workload {
     /// A semaphore of `--permits` permits (set up again with them when lost), each taken
     /// with the fixed lease; no register writes.
     Semaphore,
+    /// A read-write lock: readers (two in three acquisitions) and writers, with the fixed
+    /// lease; fencing on the write side, one fenced write per write hold.
+    Rwlock,
+    /// A multi-lock over two or three of four reentrant locks (overlapping sets), with the
+    /// fixed lease; exclusion is checked per name; no fencing, so no register writes.
+    Multilock,
 }
 
 impl fmt::Display for Workload {
@@ -70,6 +94,8 @@ impl fmt::Display for Workload {
             Workload::Fair => "fair",
             Workload::Redlock => "redlock",
             Workload::Semaphore => "semaphore",
+            Workload::Rwlock => "rwlock",
+            Workload::Multilock => "multilock",
         })
     }
 }

@@ -9,8 +9,10 @@
 mod checker;
 mod clock;
 mod clockshift;
+mod cluster;
 mod history;
 mod kinds;
+mod locks;
 mod nemesis;
 mod net;
 mod procs;
@@ -80,7 +82,8 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = Workload::Reentrant)]
     workload: Workload,
     /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client,
-    /// clock-jump (`all` is every one but clock-jump).
+    /// clock-jump, failover (`all` is every one but clock-jump; failover only on the cluster
+    /// topologies, whose `all` adds it).
     #[arg(long, default_value = "all")]
     nemesis: FaultSet,
     /// Worker processes.
@@ -160,6 +163,20 @@ enum Command {
         #[arg(long)]
         url: String,
     },
+    /// Form a Redis Cluster: the first half of the nodes primaries, the rest their replicas.
+    #[command(hide = true)]
+    FormCluster {
+        /// `ip:port` of every node, separated by `,`.
+        #[arg(long)]
+        nodes: String,
+    },
+    /// `CLUSTER FAILOVER` on the shard of a cluster node.
+    #[command(hide = true)]
+    ClusterFailover {
+        /// `ip:port` of the node.
+        #[arg(long)]
+        node: String,
+    },
     /// Print the register's log.
     #[command(hide = true)]
     DumpRegister {
@@ -237,6 +254,10 @@ fn main() -> ExitCode {
         }
         Some(Command::Probe { url }) => helper(worker::probe(&url, Duration::from_secs(10))),
         Some(Command::DumpRegister { url }) => helper(worker::dump_register(&url)),
+        Some(Command::FormCluster { nodes }) => helper(async move {
+            cluster::form(&nodes.split(',').map(str::to_owned).collect::<Vec<_>>()).await
+        }),
+        Some(Command::ClusterFailover { node }) => helper(cluster::failover(&node)),
         Some(Command::Check { history }) => check_file(&history),
         None => harness(cli.run),
     }
@@ -304,12 +325,26 @@ fn harness(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let mut nemesis = args.nemesis.clone();
+    let failover = nemesis::FaultKind::Failover;
+    if args.topology.is_cluster() {
+        if nemesis::FaultKind::ALL
+            .iter()
+            .all(|k| nemesis.0.contains(k))
+            && !nemesis.0.contains(&failover)
+        {
+            nemesis.0.push(failover);
+        }
+    } else if nemesis.0.contains(&failover) {
+        eprintln!("keylatch-chaos: the failover fault is for the cluster topologies only");
+        return ExitCode::from(2);
+    }
     let plan = run::Plan {
         seed,
         duration: Duration::from_secs_f64(args.minutes * 60.0),
         topology: args.topology,
         workload: args.workload,
-        nemesis: args.nemesis.clone(),
+        nemesis,
         workers: usize::from(args.workers),
         lease_ms: args.lease_ms,
         max_hold_ms: args.max_hold_ms,

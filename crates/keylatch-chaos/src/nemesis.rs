@@ -23,6 +23,9 @@ pub enum FaultKind {
     /// Step one process's wall clock (the lock server's, or a worker's) forward or back, and
     /// back to the host's after. Not part of `all`: asked for by name.
     ClockJump,
+    /// `CLUSTER FAILOVER` on a replica of each chosen node's shard (the cluster topologies;
+    /// their `all` adds it), then a pause of 1–3 s.
+    Failover,
 }
 
 impl FaultKind {
@@ -44,6 +47,7 @@ impl FaultKind {
             FaultKind::Kill => "kill",
             FaultKind::PauseClient => "pause-client",
             FaultKind::ClockJump => "clock-jump",
+            FaultKind::Failover => "failover",
         }
     }
 }
@@ -54,8 +58,8 @@ impl fmt::Display for FaultKind {
     }
 }
 
-/// A comma-separated list of fault kinds (`all` among them adds every kind but clock-jump), or
-/// `none`.
+/// A comma-separated list of fault kinds (`all` among them adds every kind but clock-jump and
+/// failover), or `none`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultSet(pub Vec<FaultKind>);
 
@@ -79,11 +83,11 @@ impl FromStr for FaultSet {
             }
             let kind = FaultKind::ALL
                 .into_iter()
-                .chain([FaultKind::ClockJump])
+                .chain([FaultKind::ClockJump, FaultKind::Failover])
                 .find(|k| k.name() == part)
                 .ok_or_else(|| {
                     format!(
-                        "unknown fault {part:?}: expected all, none or a list of partition, loss, pause-server, kill, pause-client, clock-jump"
+                        "unknown fault {part:?}: expected all, none or a list of partition, loss, pause-server, kill, pause-client, clock-jump, failover"
                     )
                 })?;
             if !kinds.contains(&kind) {
@@ -185,6 +189,7 @@ pub fn schedule(
             }
             FaultKind::PauseServer => (rng.u64(500..=3_000), Vec::new()),
             FaultKind::Kill => (rng.u64(100..=1_000), Vec::new()),
+            FaultKind::Failover => (rng.u64(1_000..=3_000), Vec::new()),
             FaultKind::PauseClient => (
                 lease_ms + rng.u64(500..=2_500),
                 vec![rng.usize(1..=workers)],
@@ -262,6 +267,12 @@ mod tests {
         assert!("kill,clock".parse::<FaultSet>().is_err());
         let all: FaultSet = "all".parse().unwrap();
         assert!(!all.0.contains(&FaultKind::ClockJump));
+        assert!(!all.0.contains(&FaultKind::Failover));
+        let failovers: FaultSet = "all,failover".parse().unwrap();
+        assert_eq!(
+            failovers.to_string(),
+            "partition,loss,pause-server,kill,pause-client,failover"
+        );
         let jumps = schedule(3, 60_000, 3, 1, 3_000, &"clock-jump".parse().unwrap());
         assert!(!jumps.is_empty());
         for s in &jumps {

@@ -130,6 +130,7 @@ pub async fn run(
         server_nodes.push(add(&format!("s{n}"), 9 + n as u8)?);
     }
     let sentinel = matches!(plan.topology, Topology::Sentinel | Topology::SentinelAck);
+    let cluster = plan.topology.is_cluster();
     let mut sentinel_nodes = Vec::new();
     for n in 1..=if sentinel { 3 } else { 0 } {
         sentinel_nodes.push(add(&format!("sen{n}"), 19 + n as u8)?);
@@ -146,7 +147,11 @@ pub async fn run(
     let mut oracle = Redis::new(oracle_node, &redis_server, &dir, None);
     oracle.start(cleanup, &me).await?;
     let persistence = match plan.topology {
-        Topology::Single | Topology::Sentinel | Topology::SentinelAck => None,
+        Topology::Single
+        | Topology::Sentinel
+        | Topology::SentinelAck
+        | Topology::Cluster
+        | Topology::ClusterAck => None,
         Topology::SingleAof | Topology::Redlock5 => Some("always"),
         Topology::SingleAofEverysec => Some("everysec"),
     };
@@ -168,6 +173,9 @@ pub async fn run(
         if sentinel && i > 0 {
             server = server.replica_of(&primary_ip);
         }
+        if cluster {
+            server = server.cluster_node();
+        }
         server.env = env_for(&server.node.name)?;
         server.start(cleanup, &me).await?;
         servers.push(server);
@@ -178,7 +186,15 @@ pub async fn run(
         s.start(cleanup, &me).await?;
         sentinels.push(s);
     }
-    let urls: Vec<String> = if sentinel {
+    if cluster {
+        let nodes: Vec<String> = servers.iter().map(Redis::addr).collect();
+        let nodes = nodes.join(",");
+        helper(&oracle.node.ns, &me, &["form-cluster", "--nodes", &nodes]).await?;
+    }
+    let urls: Vec<String> = if cluster {
+        let addrs: Vec<String> = servers.iter().map(Redis::addr).collect();
+        vec![format!("redis+cluster://{}", addrs.join(","))]
+    } else if sentinel {
         // Time for the sentinels to find the replicas and each other (hello every 2 s).
         tokio::time::sleep(Duration::from_secs(5)).await;
         let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
@@ -210,10 +226,7 @@ pub async fn run(
             format!("--server={}", urls.join(";")),
             format!("--workload={workload}"),
             format!("--permits={}", plan.permits),
-            format!(
-                "--replicas={}",
-                u32::from(plan.topology == Topology::SentinelAck)
-            ),
+            format!("--replicas={}", plan.topology.replicas()),
             format!("--oracle={}", oracle.url()),
             format!("--seed={}", plan.seed),
             format!("--deadline-ns={deadline}"),
@@ -285,7 +298,7 @@ pub async fn run(
                 } else {
                     100
                 };
-                if sentinel && step.kind == FaultKind::Partition {
+                if (sentinel || cluster) && step.kind == FaultKind::Partition {
                     // Split brain: the hit data nodes keep only the scheduled workers; the
                     // other data nodes, the sentinels and the other workers lose them.
                     let mut others: Vec<&str> = servers
@@ -334,6 +347,18 @@ pub async fn run(
                 for &i in &hit {
                     servers[i].start(cleanup, &me).await?;
                 }
+            }
+            FaultKind::Failover => {
+                for &i in &hit {
+                    let node = servers[i].addr();
+                    let args = ["cluster-failover", "--node", node.as_str()];
+                    let detail = match helper(&servers[i].node.ns, &me, &args).await {
+                        Ok(out) => out.trim().to_owned(),
+                        Err(e) => format!("no failover: {e}"),
+                    };
+                    record(Kind::Info, detail);
+                }
+                tokio::time::sleep(hold).await;
             }
             FaultKind::ClockJump => {
                 let process = match step.workers.first() {

@@ -1,22 +1,15 @@
-//! The `worker` subcommand: one client process of a workload (reentrant, fair, redlock or
-//! semaphore), and the small helpers the harness runs inside namespaces (`probe`,
+//! The `worker` subcommand: one client process of a workload (reentrant, fair, redlock,
+//! semaphore, rwlock or multilock), and the small helpers the harness runs inside namespaces (`probe`,
 //! `dump-register`).
 
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use keylatch::redis::{self, AsyncCommands as _};
-use keylatch::{
-    Client, Config, DistributedLock, FairLock, LockGuard, RedLock, RedLockGuard, ReentrantLock,
-    Semaphore, SemaphorePermit,
-};
+use keylatch::{Client, Config};
 
 use crate::clock::now_ns;
 use crate::history::{Event, Kind, Op};
-
-/// The lock every worker contends for.
-pub const LOCK: &str = "klc-lock";
+use crate::locks::Lock;
 /// The register's value (the last accepted token) on the oracle.
 pub const REGISTER: &str = "klc:register";
 /// The register's log of accepted writes, `"<token> <write id>"`, in order.
@@ -108,72 +101,6 @@ impl Register {
     }
 }
 
-/// The lock of a workload.
-enum Lock {
-    One(ReentrantLock),
-    Fair(FairLock),
-    Red(RedLock),
-    Sem(Semaphore),
-}
-
-/// A hold of either.
-enum Guard {
-    One(LockGuard),
-    Red(RedLockGuard),
-    Sem(SemaphorePermit),
-}
-
-impl Lock {
-    async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> keylatch::Result<Option<Guard>> {
-        Ok(match self {
-            Lock::One(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
-            Lock::Fair(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
-            Lock::Red(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::Red),
-            Lock::Sem(l) => l.try_acquire_for(wait, Some(lease)).await?.map(Guard::Sem),
-        })
-    }
-}
-
-impl Guard {
-    fn fencing_token(&self) -> Option<u64> {
-        match self {
-            Guard::One(g) => g.fencing_token(),
-            Guard::Red(_) | Guard::Sem(_) => None,
-        }
-    }
-    fn owner(&self) -> Option<String> {
-        match self {
-            Guard::One(g) => Some(g.owner_id().to_string()),
-            Guard::Red(_) | Guard::Sem(_) => None,
-        }
-    }
-    /// How long the holder's own clock says the hold stays valid.
-    fn valid_for(&self) -> Option<Duration> {
-        match self {
-            Guard::One(g) => g
-                .valid_until()
-                .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
-            Guard::Red(g) => g
-                .valid_until()
-                .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
-            Guard::Sem(g) => g
-                .valid_until()
-                .map(|u| u.saturating_duration_since(tokio::time::Instant::now())),
-        }
-    }
-    async fn unlock(self) -> keylatch::Result<()> {
-        match self {
-            Guard::One(g) => g.unlock().await,
-            Guard::Red(g) => g.unlock().await,
-            Guard::Sem(g) => g.release().await,
-        }
-    }
-}
-
 async fn connect(url: &str, replicas: u32, deadline_ns: u64) -> Result<Client, String> {
     let config = Config::builder()
         .url(url.to_owned())
@@ -204,31 +131,7 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     for url in &args.servers {
         clients.push(connect(url, args.replicas, args.deadline_ns).await?);
     }
-    let lock = match args.workload {
-        crate::Workload::Reentrant => {
-            let client = clients.first().ok_or("no lock server")?;
-            Lock::One(client.lock(LOCK).with_fencing(true))
-        }
-        crate::Workload::Fair => {
-            let client = clients.first().ok_or("no lock server")?;
-            Lock::Fair(client.fair_lock(LOCK).with_fencing(true))
-        }
-        crate::Workload::Redlock => Lock::Red(
-            RedLock::new(
-                clients
-                    .iter()
-                    .map(|c| Arc::new(c.lock(LOCK)) as Arc<dyn DistributedLock>),
-            )
-            .map_err(|e| e.to_string())?,
-        ),
-        crate::Workload::Semaphore => {
-            let client = clients.first().ok_or("no lock server")?;
-            let sem = client.semaphore(LOCK).with_permits(args.permits);
-            // Only the first worker's call sets it; a lost one is set up again by acquires.
-            let _ = sem.try_set_permits(args.permits).await;
-            Lock::Sem(sem)
-        }
-    };
+    let lock = Lock::new(args.workload, &clients, args.permits).await?;
     let permits = match args.workload {
         crate::Workload::Semaphore => Some(args.permits),
         _ => None,
@@ -246,8 +149,14 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         let mut invoke = Event::new(&me, now_ns(), Kind::Invoke, Op::Acquire);
         invoke.lease_ms = Some(args.lease_ms);
         invoke.permits = permits;
+        let choice = lock.choose(&mut rng);
+        invoke.mode = choice.mode;
+        invoke.names = choice.names.clone();
         emit(&invoke);
-        let guard = match lock.try_lock_for(Duration::from_secs(3), lease).await {
+        let guard = match lock
+            .try_lock_for(&choice, Duration::from_secs(3), lease)
+            .await
+        {
             Ok(Some(g)) => g,
             Ok(None) => {
                 emit(

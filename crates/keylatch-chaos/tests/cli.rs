@@ -217,10 +217,47 @@ fn a_run_without_faults_finds_nothing_and_removes_everything() {
 }
 
 #[test]
+#[ignore = "needs root, iproute2 and nftables; scripts/chaos.sh --ci runs it"]
+fn a_cluster_with_acknowledgement_keeps_readers_and_writers_apart_across_failovers() {
+    let history =
+        std::env::temp_dir().join(format!("klc-test-history-{}.jsonl", std::process::id()));
+    let (mut child, rx) = start(&[
+        "--seed",
+        "2",
+        "--minutes",
+        "0.3",
+        "--topology",
+        "cluster-ack",
+        "--workload",
+        "rwlock",
+        "--nemesis",
+        "failover",
+        "--workers",
+        "3",
+        "--history",
+        &history.to_string_lossy(),
+    ]);
+    let prefix = prefix_of(&wait_for(
+        &rx,
+        "network: namespaces",
+        Duration::from_secs(60),
+    ));
+    let last = wait_for(&rx, "violations in", Duration::from_secs(120));
+    assert_eq!(exit_code(&mut child, Duration::from_secs(30)), 0, "{last}");
+    let text = std::fs::read_to_string(&history).expect("the history");
+    let _ = std::fs::remove_file(&history);
+    assert!(text.contains("CLUSTER FAILOVER on "), "no failover ran");
+    assert!(text.contains(r#""mode":"read""#) && text.contains(r#""mode":"write""#));
+    assert_nothing_left(&prefix);
+}
+
+#[test]
 fn bad_arguments_exit_with_2() {
     for args in [
         &["--seed", "1", "--minutes", "0"][..],
         &["--seed", "1", "--nemesis", "clock"],
+        // Failovers are for the cluster topologies.
+        &["--seed", "1", "--nemesis", "failover"],
         &["--seed", "x"],
         &["--minutes", "1"],
     ] {

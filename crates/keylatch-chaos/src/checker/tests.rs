@@ -268,3 +268,64 @@ fn acquisitions_without_tokens_are_counted_and_checked() {
     assert_eq!(r.acquisitions, 2);
     assert_eq!(r.counts().get("mutual-exclusion"), Some(&1));
 }
+
+/// An acquire of `p` with a side or a set of names.
+fn acquire_as(
+    h: &mut Vec<Event>,
+    p: &str,
+    at: u64,
+    ok_at: u64,
+    mode: Option<Mode>,
+    names: Option<&[&str]>,
+) {
+    let mut inv = ev(p, at, Kind::Invoke, Op::Acquire);
+    inv.lease_ms = Some(1000);
+    inv.mode = mode;
+    inv.names = names.map(|n| n.iter().map(|s| (*s).to_owned()).collect());
+    h.push(inv);
+    h.push(ev(p, ok_at, Kind::Ok, Op::Acquire));
+}
+
+#[test]
+fn readers_may_overlap_but_a_writer_overlaps_nobody() {
+    let mut h = Vec::new();
+    acquire_as(&mut h, "c1", 0, 1, Some(Mode::Read), None);
+    acquire_as(&mut h, "c2", 2, 3, Some(Mode::Read), None);
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    release(&mut h, "c2", 12, 13, Kind::Ok);
+    acquire_as(&mut h, "c3", 5, 14, Some(Mode::Write), None);
+    release(&mut h, "c3", 20, 21, Kind::Ok);
+    let r = check(&h, None);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+
+    // A writer in while a reader holds.
+    let mut h = Vec::new();
+    acquire_as(&mut h, "c1", 0, 1, Some(Mode::Read), None);
+    acquire_as(&mut h, "c2", 2, 3, Some(Mode::Write), None);
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    release(&mut h, "c2", 12, 13, Kind::Ok);
+    let r = check(&h, None);
+    assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+    assert_eq!(r.violations[0].kind, ViolationKind::MutualExclusion);
+    assert!(r.violations[0].description.contains("c2 (write)"));
+}
+
+#[test]
+fn multi_lock_holds_exclude_per_name() {
+    let mut h = Vec::new();
+    acquire_as(&mut h, "c1", 0, 1, None, Some(&["a", "b"]));
+    acquire_as(&mut h, "c2", 2, 3, None, Some(&["c", "d"]));
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    release(&mut h, "c2", 12, 13, Kind::Ok);
+    let r = check(&h, None);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+
+    let mut h = Vec::new();
+    acquire_as(&mut h, "c1", 0, 1, None, Some(&["a", "b"]));
+    acquire_as(&mut h, "c2", 2, 3, None, Some(&["b", "c", "d"]));
+    release(&mut h, "c1", 10, 11, Kind::Ok);
+    release(&mut h, "c2", 12, 13, Kind::Ok);
+    let r = check(&h, None);
+    assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+    assert!(r.violations[0].description.ends_with("both held b"));
+}
