@@ -172,6 +172,13 @@ macro_rules! common {
                 $ty::name(self)
             }
 
+            fn release_channel(&self) -> Option<(&(dyn std::any::Any + Send + Sync), &str)> {
+                match &self.0 {
+                    LockInner::Redis(redis) => DistributedLock::release_channel(redis),
+                    LockInner::ZooKeeper(_) => None,
+                }
+            }
+
             async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
                 $ty::acquire(self, options).await
             }

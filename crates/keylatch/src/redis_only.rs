@@ -102,6 +102,13 @@ macro_rules! lock_trait {
                 }
             }
 
+            fn release_channel(&self) -> Option<(&(dyn std::any::Any + Send + Sync), &str)> {
+                match &self.0 {
+                    Only::Redis(redis) => DistributedLock::release_channel(redis),
+                    Only::ZooKeeper(_) => None,
+                }
+            }
+
             async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
                 match &self.0 {
                     Only::Redis(redis) => DistributedLock::acquire(redis, options).await,

@@ -305,6 +305,13 @@ macro_rules! side {
                 $ty::name(self)
             }
 
+            fn release_channel(&self) -> Option<(&(dyn std::any::Any + Send + Sync), &str)> {
+                match &self.0 {
+                    RwInner::Redis(redis) => DistributedLock::release_channel(redis),
+                    RwInner::ZooKeeper(_) => None,
+                }
+            }
+
             async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
                 $ty::acquire(self, options).await
             }
