@@ -178,15 +178,16 @@ impl DistributedLock for ZkMutex {
 
     /// Deletes every node under the lock path (the holder's and the waiters'): the holder's
     /// guard is not told (as in Curator) and its `unlock` reports [`Error::NotHeld`]; waiters
-    /// fail with their node gone ([`NodeGone`](crate::NodeGone)). Returns whether there was
-    /// any.
+    /// create their nodes again and queue anew (Curator's retry of a vanished node; after a
+    /// few times in one acquisition it fails with [`NodeGone`](crate::NodeGone)). Returns
+    /// whether there was any.
     ///
     /// # Errors
     /// Store errors.
     async fn force_unlock(&self) -> Result<bool> {
         let nodes = children(&self.shared, &self.path, &[LOCK_NAME]).await?;
         // Waiters first, the holder last: a waiter woken by the holder's delete finds its own
-        // node already gone instead of taking the lock.
+        // node already gone, and queues again, instead of taking the lock on a stale node.
         for node in nodes.iter().rev() {
             self.shared
                 .delete_node(&format!("{}/{node}", self.path))
