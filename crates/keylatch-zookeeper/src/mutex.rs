@@ -163,6 +163,7 @@ impl DistributedLock for ZkMutex {
             owner,
             node.path,
             node.token,
+            node.epoch,
         )))
     }
 

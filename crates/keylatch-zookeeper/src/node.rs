@@ -35,6 +35,8 @@ pub(crate) struct OwnNode {
     pub(crate) name: String,
     /// The creation zxid: the fencing token.
     pub(crate) token: u64,
+    /// The session epoch it was created in.
+    pub(crate) epoch: u64,
 }
 
 /// The text that orders a child: what follows the last of the lock names in it (Curator's
@@ -188,6 +190,7 @@ pub(crate) async fn create_with(
     let persistent = zk::CreateMode::Persistent.with_acls(shared.acls);
     let mut tries = 0u32;
     loop {
+        let epoch = shared.epoch();
         let client = shared.client()?;
         let err = match client.create(&path, data, &ephemeral).await {
             Ok((stat, created)) => {
@@ -203,6 +206,7 @@ pub(crate) async fn create_with(
                         path: node,
                         name,
                         token,
+                        epoch,
                     },
                     undo,
                 ));
@@ -228,7 +232,7 @@ pub(crate) async fn create_with(
                     tries - 1,
                 );
                 tokio::time::sleep(pause).await;
-                if let Some(node) = find(shared, dir, &undo.prefix).await? {
+                if let Some(node) = find(shared, dir, &undo.prefix, epoch).await? {
                     undo.node = Some(node.path.clone());
                     return Ok((node, undo));
                 }
@@ -239,7 +243,7 @@ pub(crate) async fn create_with(
 }
 
 /// The node with the protected `prefix` in `dir`, if it was created (protected mode).
-async fn find(shared: &Shared, dir: &str, prefix: &str) -> Result<Option<OwnNode>> {
+async fn find(shared: &Shared, dir: &str, prefix: &str, epoch: u64) -> Result<Option<OwnNode>> {
     let client = shared.client()?;
     let children = match client.list_children(dir).await {
         Ok(children) => children,
@@ -255,6 +259,7 @@ async fn find(shared: &Shared, dir: &str, prefix: &str) -> Result<Option<OwnNode
             path,
             name,
             token: u64::try_from(stat.czxid).unwrap_or_default(),
+            epoch,
         })),
         Ok(None) => Ok(None),
         Err(err) => Err(shared.error(err)),
