@@ -159,10 +159,6 @@ async fn what_redis_alone_has_is_unsupported_on_zookeeper_and_writes_nothing() {
             .map(drop),
         "a maximum hold",
     );
-    unsupported(
-        client.non_reentrant_lock(&name).lock().await.map(drop),
-        "a non-reentrant lock",
-    );
     unsupported(lock.hold_count().await.map(drop), "hold_count");
     unsupported(lock.token().await.map(drop), "token");
     unsupported(
@@ -205,6 +201,51 @@ async fn what_redis_alone_has_is_unsupported_on_zookeeper_and_writes_nothing() {
     );
     assert!(!lock.is_locked().await.unwrap());
     client.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_non_reentrant_lock_on_zookeeper_refuses_its_holder_and_excludes_others() {
+    let clients = [
+        Client::connect(&zk_url()).await.unwrap(),
+        Client::connect(&zk_url()).await.unwrap(),
+    ];
+    let name = unique("facade-non-reentrant");
+    let lock = clients[0].non_reentrant_lock(&name);
+    assert!(!lock.is_reentrant());
+    let mine = lock.with_owner(Owner::unique());
+    let guard = mine.lock().await.unwrap();
+    // The holder again: refused at once, nothing written, the hold intact.
+    let again = mine.try_lock().await;
+    assert!(matches!(again, Err(Error::AlreadyHeld { .. })), "{again:?}");
+    let again = mine.lock().await;
+    assert!(matches!(again, Err(Error::AlreadyHeld { .. })), "{again:?}");
+    assert_eq!(children(&format!("/keylatch/{name}")).await.len(), 1);
+    assert!(!guard.is_lost());
+    // Anyone else is excluded as usual: another owner, another client, a fair handle.
+    assert!(lock.try_lock().await.unwrap().is_none());
+    assert!(
+        clients[1]
+            .non_reentrant_lock(&name)
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        clients[1]
+            .non_reentrant_fair_lock(&name)
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    guard.unlock().await.unwrap();
+    let next = clients[1].non_reentrant_lock(&name).lock().await.unwrap();
+    next.unlock().await.unwrap();
+    assert!(children(&format!("/keylatch/{name}")).await.is_empty());
+    for client in &clients {
+        client.shutdown().await.unwrap();
+    }
 }
 
 #[tokio::test]

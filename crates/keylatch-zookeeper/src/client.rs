@@ -19,7 +19,7 @@ use crate::rwlock::ZkReadWriteLock;
 use crate::semaphore::ZkSemaphore;
 use crate::session::Shared;
 use crate::url::parse;
-use crate::watch::DisconnectLoss;
+use crate::watch::{DisconnectLoss, Reopen};
 
 /// The settings of a [`ZkClient`].
 ///
@@ -125,7 +125,9 @@ impl ZkConfig {
 ///
 /// The session's nodes are the client's holds: when the session ends (expires, is closed),
 /// the server deletes them, and every guard's [`lost`](keylatch_core::LockGuard::lost)
-/// completes. An expired session is not renewed: connect a new client.
+/// completes. After an expiry the client opens a new session by itself (as Curator does after
+/// LOST; [`session_id`](ZkClient::session_id) changes): acquisitions made once it is open work
+/// as before, while those in between fail with a store error.
 #[derive(Clone)]
 pub struct ZkClient {
     pub(crate) shared: Arc<Shared>,
@@ -173,18 +175,20 @@ impl ZkClient {
                 source: StoreError::new(err),
             },
         };
-        let mut connector = zk::Client::connector()
-            .with_session_timeout(config.session_timeout)
-            .with_connection_timeout(config.connection_timeout);
-        if let Some(digest) = url.digest_bytes() {
-            connector = connector.with_auth("digest", digest);
-        }
-        let mut client = connector.connect(&url.hosts).await.map_err(connect_error)?;
         let acls = if url.digest.is_some() {
             zk::Acls::creator_all()
         } else {
             zk::Acls::anyone_all()
         };
+        let reopen = Reopen {
+            hosts: url.hosts.clone(),
+            session_timeout: config.session_timeout,
+            connection_timeout: config.connection_timeout,
+            digest: url.digest_bytes().map(<[u8]>::to_vec),
+            chroot: url.chroot.clone(),
+            acls,
+        };
+        let mut client = reopen.connect().await.map_err(connect_error)?;
         if let Some(chroot) = &url.chroot {
             let options = zk::CreateMode::Persistent.with_acls(acls);
             client
@@ -209,6 +213,7 @@ impl ZkClient {
             states,
             config.disconnect_loss,
             shared.session_timeout,
+            reopen,
             stopped,
         );
         Ok(ZkClient {
@@ -253,7 +258,7 @@ impl ZkClient {
         self.shared.id
     }
 
-    /// The session's id, while the client is open.
+    /// The current session's id, while the client is open (a new one after an expiry).
     pub fn session_id(&self) -> Option<i64> {
         self.shared.client().ok().map(|c| c.session_id().0)
     }

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use keylatch_core::{HoldKey, HoldRelease, LockGuard, OwnerId, Renewal, Result};
 use tokio::time::Instant;
 
-use crate::session::{HoldId, Shared};
+use crate::session::{HoldId, NodeHold, Shared};
 
 /// How long a hold is registered for: a node lives as long as its session, so the registry's
 /// deadline is only a bound no hold reaches (ten years); the session watcher marks holds lost.
@@ -56,10 +56,10 @@ pub(crate) fn make_guard(
     key: Arc<str>,
     name: Arc<str>,
     owner: OwnerId,
-    token: u64,
+    hold: &NodeHold,
 ) -> LockGuard {
     let registry = shared.background.registry();
-    let hold = registry.register(
+    let registered = registry.register(
         HoldKey::new(&key, owner),
         UNBOUNDED_HOLD,
         Renewal::Lease,
@@ -74,12 +74,12 @@ pub(crate) fn make_guard(
         name,
         owner,
         release,
-        hold,
-        Some(token),
+        registered,
+        Some(hold.token),
     );
-    // A session that ended while this was acquired: its watcher has already marked the holds
-    // lost, so this one is marked now.
-    if shared.session_ended() {
+    // A session that ended while this was acquired (or one already replaced by a new session):
+    // its watcher may already have marked the holds lost, so this one is marked now.
+    if shared.session_ended() || hold.epoch != shared.epoch() {
         shared.lose_all(keylatch_core::LossReason::SessionExpired);
     }
     guard
@@ -95,16 +95,10 @@ pub(crate) fn reenter(
 ) -> Option<LockGuard> {
     let id: HoldId = (key.clone(), owner);
     let hold = shared.reenter(&id)?;
-    Some(make_guard(
-        shared,
-        key.clone(),
-        name.clone(),
-        owner,
-        hold.token,
-    ))
+    Some(make_guard(shared, key.clone(), name.clone(), owner, &hold))
 }
 
-/// Records a fresh node for `owner` on `key` and makes its guard.
+/// Records a fresh node for `owner` on `key`, created in session `epoch`, and makes its guard.
 pub(crate) fn hold_new(
     shared: &Arc<Shared>,
     key: Arc<str>,
@@ -112,13 +106,14 @@ pub(crate) fn hold_new(
     owner: OwnerId,
     node: String,
     token: u64,
+    epoch: u64,
 ) -> LockGuard {
-    let (token, extra) = shared.insert((key.clone(), owner), node, token);
+    let (hold, extra) = shared.insert((key.clone(), owner), node, token, epoch);
     if let Some(extra) = extra {
         let deleting = shared.clone();
         shared
             .background
             .spawn(async move { deleting.delete_node(&extra).await });
     }
-    make_guard(shared, key, name, owner, token)
+    make_guard(shared, key, name, owner, &hold)
 }

@@ -4,11 +4,13 @@
 //!
 //! - [`ZkClient`]: one ZooKeeper session (`zk://[user:password@]host:port[,…][/chroot]`), its
 //!   base path for lock names, and a session watcher that marks every hold lost when the
-//!   session ends or a disconnection outlasts a bound ([`DisconnectLoss`]).
+//!   session ends or a disconnection outlasts a bound ([`DisconnectLoss`]), and opens a new
+//!   session after an expiry (Curator's reconnection after LOST).
 //! - [`ZkMutex`]: Curator's `InterProcessMutex` — an ephemeral-sequential node
 //!   `_c_<uuid>-lock-<sequence>` per acquisition under the lock's path, the lowest sequence
 //!   holds, each waiter watches only its predecessor (FIFO, no herd); reentrancy is local to
-//!   the client (a count per owner; the last release deletes the node).
+//!   the client (a count per owner; the last release deletes the node), or refused with
+//!   `AlreadyHeld` by a [`non_reentrant`](ZkMutex::non_reentrant) handle.
 //! - [`ZkSemaphore`]: Curator's `InterProcessSemaphoreV2` — a lease node per permit under
 //!   `leases/`, a mutex under `locks/` held while a lease is taken; permits are [`ZkPermit`]s
 //!   (or guards through [`ZkSemaphore::as_lock`]).

@@ -39,12 +39,14 @@ pub(crate) fn lease_unsupported(primitive: &'static str, options: &AcquireOption
 /// Made by [`ZkClient::lock`](crate::ZkClient::lock). Every acquisition is a new owner unless
 /// one is given ([`with_owner`](ZkMutex::with_owner)); an owner that already holds the lock
 /// through this client re-enters it without a request (only its last release deletes the node).
+/// A [`non_reentrant`](ZkMutex::non_reentrant) handle refuses that re-entry instead.
 #[derive(Clone)]
 pub struct ZkMutex {
     shared: Arc<Shared>,
     name: Arc<str>,
     path: Arc<str>,
     owner: Option<Owner>,
+    reentrant: bool,
 }
 
 impl fmt::Debug for ZkMutex {
@@ -53,6 +55,7 @@ impl fmt::Debug for ZkMutex {
             .field("name", &self.name)
             .field("path", &self.path)
             .field("owner", &self.owner)
+            .field("reentrant", &self.reentrant)
             .finish()
     }
 }
@@ -64,7 +67,25 @@ impl ZkMutex {
             name: Arc::from(name),
             path: Arc::from(path),
             owner: None,
+            reentrant: true,
         }
+    }
+
+    /// The same lock, not reentrant: an acquisition by an owner that already holds it through
+    /// this client fails at once with [`Error::AlreadyHeld`] (no node is created, the first
+    /// hold is left as it was) instead of entering it again. The layout on the server is the
+    /// same, so reentrant and non-reentrant handles exclude each other as usual.
+    pub fn non_reentrant(&self) -> ZkMutex {
+        ZkMutex {
+            reentrant: false,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a second acquisition by the holder re-enters (else it is
+    /// [`Error::AlreadyHeld`]).
+    pub fn is_reentrant(&self) -> bool {
+        self.reentrant
     }
 
     /// The same lock, acquiring for `owner`: re-enters the holds it already has.
@@ -93,7 +114,9 @@ impl DistributedLock for ZkMutex {
     ///
     /// # Errors
     /// [`Error::Unsupported`] for a fixed lease ([`Error::InvalidLease`] for an invalid one);
-    /// [`Error::Closed`] after the shutdown; store errors.
+    /// [`Error::AlreadyHeld`] when a [`non_reentrant`](ZkMutex::non_reentrant) handle's owner
+    /// already holds the lock through this client; [`Error::Closed`] after the shutdown; store
+    /// errors.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped acquisition's node is deleted in the background (found by its
@@ -105,6 +128,11 @@ impl DistributedLock for ZkMutex {
         acquisition.naming(&self.name);
         let owner = Owner::or_unique(self.owner).resolve(self.shared.id);
         acquisition.owned_by(owner);
+        if !self.reentrant && self.shared.hold(&(self.path.clone(), owner)).is_some() {
+            return Err(Error::AlreadyHeld {
+                name: self.name.to_string(),
+            });
+        }
         if let Some(guard) = reenter(&self.shared, &self.path, &self.name, owner) {
             acquisition.finish("acquired");
             return Ok(Some(guard));
@@ -135,6 +163,7 @@ impl DistributedLock for ZkMutex {
             owner,
             node.path,
             node.token,
+            node.epoch,
         )))
     }
 
@@ -150,15 +179,16 @@ impl DistributedLock for ZkMutex {
 
     /// Deletes every node under the lock path (the holder's and the waiters'): the holder's
     /// guard is not told (as in Curator) and its `unlock` reports [`Error::NotHeld`]; waiters
-    /// fail with their node gone ([`NodeGone`](crate::NodeGone)). Returns whether there was
-    /// any.
+    /// create their nodes again and queue anew (Curator's retry of a vanished node; after a
+    /// few times in one acquisition it fails with [`NodeGone`](crate::NodeGone)). Returns
+    /// whether there was any.
     ///
     /// # Errors
     /// Store errors.
     async fn force_unlock(&self) -> Result<bool> {
         let nodes = children(&self.shared, &self.path, &[LOCK_NAME]).await?;
         // Waiters first, the holder last: a waiter woken by the holder's delete finds its own
-        // node already gone instead of taking the lock.
+        // node already gone, and queues again, instead of taking the lock on a stale node.
         for node in nodes.iter().rev() {
             self.shared
                 .delete_node(&format!("{}/{node}", self.path))

@@ -20,8 +20,8 @@ use crate::session::Shared;
 /// Curator's protected-mode prefix: `_c_` (`ProtectedUtils.PROTECTED_PREFIX`).
 const PROTECTED_PREFIX: &str = "_c_";
 
-/// A lock node that vanished while its acquisition waited: the session ended, or someone
-/// deleted it (a force unlock).
+/// A lock node that vanished while its acquisition waited (the session ended, or someone
+/// deleted it, as a force unlock does) once more than the acquisition re-creates it.
 #[derive(Debug, thiserror::Error)]
 #[error("the lock node {0:?} is gone (its session ended, or it was deleted)")]
 pub struct NodeGone(pub String);
@@ -35,6 +35,8 @@ pub(crate) struct OwnNode {
     pub(crate) name: String,
     /// The creation zxid: the fencing token.
     pub(crate) token: u64,
+    /// The session epoch it was created in.
+    pub(crate) epoch: u64,
 }
 
 /// The text that orders a child: what follows the last of the lock names in it (Curator's
@@ -188,6 +190,7 @@ pub(crate) async fn create_with(
     let persistent = zk::CreateMode::Persistent.with_acls(shared.acls);
     let mut tries = 0u32;
     loop {
+        let epoch = shared.epoch();
         let client = shared.client()?;
         let err = match client.create(&path, data, &ephemeral).await {
             Ok((stat, created)) => {
@@ -203,6 +206,7 @@ pub(crate) async fn create_with(
                         path: node,
                         name,
                         token,
+                        epoch,
                     },
                     undo,
                 ));
@@ -228,7 +232,7 @@ pub(crate) async fn create_with(
                     tries - 1,
                 );
                 tokio::time::sleep(pause).await;
-                if let Some(node) = find(shared, dir, &undo.prefix).await? {
+                if let Some(node) = find(shared, dir, &undo.prefix, epoch).await? {
                     undo.node = Some(node.path.clone());
                     return Ok((node, undo));
                 }
@@ -239,7 +243,7 @@ pub(crate) async fn create_with(
 }
 
 /// The node with the protected `prefix` in `dir`, if it was created (protected mode).
-async fn find(shared: &Shared, dir: &str, prefix: &str) -> Result<Option<OwnNode>> {
+async fn find(shared: &Shared, dir: &str, prefix: &str, epoch: u64) -> Result<Option<OwnNode>> {
     let client = shared.client()?;
     let children = match client.list_children(dir).await {
         Ok(children) => children,
@@ -255,6 +259,7 @@ async fn find(shared: &Shared, dir: &str, prefix: &str) -> Result<Option<OwnNode
             path,
             name,
             token: u64::try_from(stat.czxid).unwrap_or_default(),
+            epoch,
         })),
         Ok(None) => Ok(None),
         Err(err) => Err(shared.error(err)),
@@ -301,14 +306,32 @@ pub(crate) async fn wait_gone(
     }
 }
 
+/// How many times one acquisition re-creates its node when the node vanished while it waited
+/// (Curator's retry of a `NoNode` for its own sequential node, bounded by its retry policy).
+pub(crate) const NODE_RECREATES: u32 = 3;
+
+/// Where a contender stands after a wait.
+#[derive(Debug)]
+enum Turn {
+    /// Nothing to wait for: ours.
+    Ours,
+    /// The deadline passed first.
+    TimedOut,
+    /// Our node is not among the contenders any more.
+    Vanished,
+}
+
 /// Contends for `dir` under `lock_name`: creates this acquisition's node and waits until
 /// `decide` (given the contenders in order and the index of ours) names no node to wait for.
-/// `Ok(None)` when the deadline passed first; the node is then deleted. The undo returned
-/// with the node deletes it unless disarmed (when the node is handed to a guard).
+/// A node that vanished while it waited (deleted by someone, or gone with an ended session) is
+/// created again and the wait goes on, up to [`NODE_RECREATES`] times (Curator's
+/// `LockInternals.attemptLock`). `Ok(None)` when the deadline passed first; the node is then
+/// deleted. The undo returned with the node deletes it unless disarmed (when the node is
+/// handed to a guard).
 ///
 /// # Errors
 /// Store errors (a few lost connections are ridden out); [`NodeGone`] as the source of an
-/// [`Error::Store`] when our node vanished; [`Error::Closed`].
+/// [`Error::Store`] when our node vanished once more than the bound; [`Error::Closed`].
 pub(crate) async fn contend(
     shared: &Arc<Shared>,
     dir: &str,
@@ -318,35 +341,62 @@ pub(crate) async fn contend(
     deadline: Option<Instant>,
     decide: impl Fn(&[String], usize) -> Option<String>,
 ) -> Result<Option<(OwnNode, NodeUndo)>> {
-    let (node, undo) = create(shared, dir, lock_name, data).await?;
-    // A few lost connections in a row are ridden out, with the acquisitions' back-off.
-    let mut failures = 0u32;
-    let (node_ref, decide) = (&node, &decide);
-    let mut step = || async move {
-        let children = children(shared, dir, names).await?;
-        let Some(mine) = children.iter().position(|c| *c == node_ref.name) else {
-            return Err(Error::Store(StoreError::new(NodeGone(
-                node_ref.path.clone(),
-            ))));
-        };
-        match decide(&children, mine) {
-            None => Ok(Attempt::Done(None)),
-            Some(other) => wait_gone(shared, &format!("{dir}/{other}"), deadline)
-                .await
-                .map(|waited| Attempt::Done(Some(waited))),
-        }
-    };
+    let mut recreated = 0u32;
     loop {
-        let Attempt::Done(waited) = retrying(&mut step, deadline, &mut failures).await? else {
-            continue;
-        };
-        match waited {
-            None => return Ok(Some((node, undo))),
-            Some(Waited::Changed) => {}
-            Some(Waited::TimedOut) => {
+        let (node, undo) = create(shared, dir, lock_name, data).await?;
+        match wait_turn(shared, dir, names, &node, deadline, &decide).await? {
+            Turn::Ours => return Ok(Some((node, undo))),
+            Turn::TimedOut => {
                 undo.run_now().await?;
                 return Ok(None);
             }
+            Turn::Vanished if recreated < NODE_RECREATES => {
+                recreated += 1;
+                // The node is not listed any more: nothing to undo.
+                undo.disarm();
+                tracing::debug!(target: "keylatch::zookeeper", node = %node.path, recreated, "our node vanished while waiting: creating it again");
+                tokio::time::sleep(Backoff::nth(
+                    Duration::from_millis(20),
+                    Duration::from_millis(640),
+                    recreated - 1,
+                ))
+                .await;
+            }
+            Turn::Vanished => {
+                undo.disarm();
+                return Err(Error::Store(StoreError::new(NodeGone(node.path))));
+            }
+        }
+    }
+}
+
+/// Waits, with `node` created, until it is ours, the deadline passes, or it vanished.
+async fn wait_turn(
+    shared: &Arc<Shared>,
+    dir: &str,
+    names: &[&str],
+    node: &OwnNode,
+    deadline: Option<Instant>,
+    decide: &impl Fn(&[String], usize) -> Option<String>,
+) -> Result<Turn> {
+    // A few lost connections in a row are ridden out, with the acquisitions' back-off.
+    let mut failures = 0u32;
+    let mut step = || async move {
+        let children = children(shared, dir, names).await?;
+        let Some(mine) = children.iter().position(|c| *c == node.name) else {
+            return Ok(Attempt::Done(Turn::Vanished));
+        };
+        match decide(&children, mine) {
+            None => Ok(Attempt::Done(Turn::Ours)),
+            Some(other) => match wait_gone(shared, &format!("{dir}/{other}"), deadline).await? {
+                Waited::Changed => Ok(Attempt::Retry(None)),
+                Waited::TimedOut => Ok(Attempt::Done(Turn::TimedOut)),
+            },
+        }
+    };
+    loop {
+        if let Attempt::Done(turn) = retrying(&mut step, deadline, &mut failures).await? {
+            return Ok(turn);
         }
     }
 }

@@ -15,7 +15,7 @@ use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, Owner, Ow
 
 use crate::holds::{hold_new, reenter};
 use crate::mutex::{lease_unsupported, predecessor};
-use crate::node::{children, contend, create_with, sequence};
+use crate::node::{OwnNode, children, contend, create_with, sequence};
 use crate::session::Shared;
 
 /// Curator's read node name.
@@ -142,7 +142,7 @@ impl ZkRwSide {
             )
             .await?;
             undo.disarm();
-            return Ok(Some(self.hold(owner, node.path, node.token)));
+            return Ok(Some(self.hold(owner, node)));
         }
         let decide = |children: &[String], mine: usize| -> Option<String> {
             if self.write {
@@ -168,17 +168,18 @@ impl ZkRwSide {
             return Ok(None);
         };
         undo.disarm();
-        Ok(Some(self.hold(owner, node.path, node.token)))
+        Ok(Some(self.hold(owner, node)))
     }
 
-    fn hold(&self, owner: OwnerId, node: String, token: u64) -> LockGuard {
+    fn hold(&self, owner: OwnerId, node: OwnNode) -> LockGuard {
         hold_new(
             &self.shared,
             self.key().clone(),
             self.name.clone(),
             owner,
-            node,
-            token,
+            node.path,
+            node.token,
+            node.epoch,
         )
     }
 }

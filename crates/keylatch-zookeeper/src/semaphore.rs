@@ -203,6 +203,7 @@ impl ZkSemaphore {
             owner,
             lease.path,
             lease.token,
+            lease.epoch,
         );
         Ok(Some(ZkPermit {
             id: lease.name,

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ pub(crate) struct NodeHold {
     pub(crate) count: usize,
     /// The node's creation zxid: the fencing token.
     pub(crate) token: u64,
+    /// The session epoch the node was created in (see [`Shared::epoch`]).
+    pub(crate) epoch: u64,
 }
 
 /// A hold's identity in the table: its hold key (the lock path, or a side of it) and owner.
@@ -34,7 +37,10 @@ pub(crate) struct Shared {
     /// This client's UUID (the first half of every owner id).
     pub(crate) id: Uuid,
     /// The session; `None` once the client is shut down (dropping the last handle closes it).
+    /// Replaced by a new session after the last one expired.
     client: Mutex<Option<zk::Client>>,
+    /// How many sessions have expired: a node created in an earlier epoch is gone.
+    epoch: AtomicU64,
     /// Background work, the hold registry and the shutdown.
     pub(crate) background: Background,
     /// Where names without a leading `/` go.
@@ -76,6 +82,7 @@ impl Shared {
             id: Uuid::new_v4(),
             session_timeout: client.session_timeout(),
             client: Mutex::new(Some(client)),
+            epoch: AtomicU64::new(0),
             background,
             base,
             acls,
@@ -90,6 +97,28 @@ impl Shared {
     /// [`Error::Closed`] after the shutdown.
     pub(crate) fn client(&self) -> Result<zk::Client> {
         lock(&self.client).clone().ok_or(Error::Closed)
+    }
+
+    /// The session epoch: how many sessions of this client have expired. Read before a node
+    /// is created, it tells later whether the node's session is still the current one.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// The session expired: a new epoch begins (before its holds are marked lost).
+    pub(crate) fn next_epoch(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Puts a new session in place of the expired one; `false` (and `client` is dropped,
+    /// which closes it) when the client was shut down meanwhile.
+    pub(crate) fn replace_client(&self, client: zk::Client) -> bool {
+        let mut current = lock(&self.client);
+        if current.is_none() {
+            return false;
+        }
+        *current = Some(client);
+        true
     }
 
     /// Lets go of the session: once the handles in use are dropped, it is closed.
@@ -113,21 +142,29 @@ impl Shared {
     /// Records a fresh hold (count 1). If the owner already holds it (two acquisitions for
     /// one owner that ran at once, which a read lock lets both win), the hold is joined
     /// instead: its count grows, and the fresh node, returned, is to be deleted.
-    pub(crate) fn insert(&self, id: HoldId, node: String, token: u64) -> (u64, Option<String>) {
+    pub(crate) fn insert(
+        &self,
+        id: HoldId,
+        node: String,
+        token: u64,
+        epoch: u64,
+    ) -> (NodeHold, Option<String>) {
         use std::collections::hash_map::Entry;
         match lock(&self.holds).entry(id) {
             Entry::Occupied(mut slot) => {
                 let hold = slot.get_mut();
                 hold.count += 1;
-                (hold.token, Some(node))
+                (hold.clone(), Some(node))
             }
             Entry::Vacant(slot) => {
-                slot.insert(NodeHold {
+                let hold = NodeHold {
                     node,
                     count: 1,
                     token,
-                });
-                (token, None)
+                    epoch,
+                };
+                slot.insert(hold.clone());
+                (hold, None)
             }
         }
     }

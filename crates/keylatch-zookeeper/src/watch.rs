@@ -2,7 +2,8 @@
 //! marks every hold of the client lost when the session expires, is closed or is refused, or
 //! (by [`DisconnectLoss`]) when a disconnection lasts longer than a bound — Curator's simulated
 //! LOST. Nodes of holds taken as lost while the session may still live are deleted once it
-//! reconnects, so they block no one.
+//! reconnects, so they block no one. After an expiry it opens a new session ([`Reopen`]), as
+//! Curator does after LOST, so the client's later acquisitions work again.
 //!
 //! May import: keylatch-core, zookeeper-client, `session`.
 
@@ -30,12 +31,59 @@ pub enum DisconnectLoss {
     OnlyOnExpiry,
 }
 
-/// Starts the watcher. It ends when the session ends or `stop` is dropped (the client is).
+/// How to open a session like the client's first one: its hosts, timeouts, credentials and
+/// chroot. (No `Debug`: it holds the password.)
+#[derive(Clone)]
+pub(crate) struct Reopen {
+    /// The connect string.
+    pub(crate) hosts: String,
+    /// The session timeout asked for.
+    pub(crate) session_timeout: Duration,
+    /// The bound on one connection attempt.
+    pub(crate) connection_timeout: Duration,
+    /// Digest credentials (`user:password`).
+    pub(crate) digest: Option<Vec<u8>>,
+    /// The chroot, created when missing.
+    pub(crate) chroot: Option<String>,
+    /// The ACLs the chroot is created with.
+    pub(crate) acls: zk::Acls<'static>,
+}
+
+impl Reopen {
+    /// A new session, without its chroot applied.
+    pub(crate) async fn connect(&self) -> Result<zk::Client, zk::Error> {
+        let mut connector = zk::Client::connector()
+            .with_session_timeout(self.session_timeout)
+            .with_connection_timeout(self.connection_timeout);
+        if let Some(digest) = &self.digest {
+            connector = connector.with_auth("digest", digest);
+        }
+        connector.connect(&self.hosts).await
+    }
+
+    /// A new session, its chroot created when missing and applied.
+    async fn open(&self) -> Result<zk::Client, zk::Error> {
+        let client = self.connect().await?;
+        let Some(chroot) = &self.chroot else {
+            return Ok(client);
+        };
+        let options = zk::CreateMode::Persistent.with_acls(self.acls);
+        client.mkdir(chroot, &options).await?;
+        // The chroot was accepted by the first session.
+        client
+            .chroot(chroot.as_str())
+            .map_err(|_| zk::Error::BadArguments(&"invalid chroot"))
+    }
+}
+
+/// Starts the watcher. It ends when the session is closed or refused, or `stop` is dropped
+/// (the client is); after an expiry it opens a new session and follows that one.
 pub(crate) fn spawn(
     shared: Weak<Shared>,
     mut states: zk::StateWatcher,
     policy: DisconnectLoss,
     session_timeout: Duration,
+    reopen: Reopen,
     mut stop: oneshot::Receiver<()>,
 ) {
     let bound = match policy {
@@ -63,9 +111,19 @@ pub(crate) fn spawn(
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                         disconnected_at = None;
                     }
-                    zk::SessionState::Expired
-                    | zk::SessionState::Closed
-                    | zk::SessionState::AuthFailed => {
+                    zk::SessionState::Expired => {
+                        let Some(owner) = shared.upgrade() else { return };
+                        owner.next_epoch();
+                        let nodes = owner.lose_all(LossReason::SessionExpired);
+                        tracing::warn!(target: "keylatch::zookeeper", holds = nodes.len(), "session expired: holds lost; opening a new session");
+                        drop(owner);
+                        disconnected_at = None;
+                        match reopened(&shared, &reopen, &mut stop).await {
+                            Some(next) => states = next,
+                            None => return,
+                        }
+                    }
+                    zk::SessionState::Closed | zk::SessionState::AuthFailed => {
                         if let Some(shared) = shared.upgrade() {
                             let nodes = shared.lose_all(LossReason::SessionExpired);
                             if !nodes.is_empty() {
@@ -84,6 +142,46 @@ pub(crate) fn spawn(
             }
         }
     });
+}
+
+/// Opens a new session and puts it in place, trying again (with a back-off) until it is
+/// open: its state watcher. `None` when the client was shut down or dropped meanwhile.
+async fn reopened(
+    shared: &Weak<Shared>,
+    reopen: &Reopen,
+    stop: &mut oneshot::Receiver<()>,
+) -> Option<zk::StateWatcher> {
+    let mut tries = 0u32;
+    loop {
+        let opened = tokio::select! {
+            opened = reopen.open() => opened,
+            _ = &mut *stop => return None,
+        };
+        match opened {
+            Ok(client) => {
+                let states = client.state_watcher();
+                let owner = shared.upgrade()?;
+                if !owner.replace_client(client) {
+                    return None;
+                }
+                tracing::info!(target: "keylatch::zookeeper", session = owner.client().ok()?.session_id().0, "new session after an expiry");
+                return Some(states);
+            }
+            Err(err) => {
+                tracing::warn!(target: "keylatch::zookeeper", error = %err, "a new session could not be opened yet");
+                tries += 1;
+                let pause = keylatch_core::Backoff::nth(
+                    Duration::from_millis(100),
+                    Duration::from_secs(5),
+                    tries - 1,
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    _ = &mut *stop => return None,
+                }
+            }
+        }
+    }
 }
 
 /// A disconnection outlasted the bound: every hold is lost, and its node is deleted once the

@@ -49,14 +49,10 @@ enum LockInner<R> {
     ZooKeeper(ZkLock),
 }
 
-/// The ZooKeeper side of a new handle: a non-reentrant lock refuses there (a ZooKeeper mutex
-/// re-enters for its owner).
+/// The ZooKeeper side of a new handle: a non-reentrant lock is the mutex's non-reentrant mode
+/// (the holder asking again is [`Error::AlreadyHeld`](crate::Error::AlreadyHeld)).
 fn zk_lock(zk: &crate::zk::ZkClient, name: &str, kind: Kind) -> ZkLock {
-    let lock = ZkLock::new(zk, name);
-    match kind {
-        Kind::Reentrant => lock,
-        Kind::NonReentrant => lock.refusing("non_reentrant"),
-    }
+    ZkLock::new(zk, name, kind == Kind::Reentrant)
 }
 
 macro_rules! common {
@@ -94,7 +90,7 @@ macro_rules! common {
             pub fn is_reentrant(&self) -> bool {
                 match &self.0 {
                     LockInner::Redis(redis) => redis.is_reentrant(),
-                    LockInner::ZooKeeper(_) => true,
+                    LockInner::ZooKeeper(zk) => zk.is_reentrant(),
                 }
             }
 

@@ -87,22 +87,29 @@ mod on {
         client: ZkClient,
         name: Arc<str>,
         owner: Option<Owner>,
+        /// Whether the holder's second acquisition re-enters (else it is `AlreadyHeld`).
+        reentrant: bool,
         /// An option this store cannot honour, refused at acquire.
         refuse: Option<&'static str>,
     }
 
     impl ZkLock {
-        pub(crate) fn new(client: &ZkClient, name: &str) -> ZkLock {
+        pub(crate) fn new(client: &ZkClient, name: &str, reentrant: bool) -> ZkLock {
             ZkLock {
                 client: client.clone(),
                 name: Arc::from(name),
                 owner: None,
+                reentrant,
                 refuse: None,
             }
         }
 
         pub(crate) fn name(&self) -> &str {
             &self.name
+        }
+
+        pub(crate) fn is_reentrant(&self) -> bool {
+            self.reentrant
         }
 
         pub(crate) fn with_owner(&self, owner: Owner) -> ZkLock {
@@ -121,7 +128,10 @@ mod on {
         }
 
         fn mutex(&self) -> Result<keylatch_zookeeper::ZkMutex> {
-            let mutex = self.client.get().lock(&self.name)?;
+            let mut mutex = self.client.get().lock(&self.name)?;
+            if !self.reentrant {
+                mutex = mutex.non_reentrant();
+            }
             Ok(match self.owner {
                 Some(owner) => mutex.with_owner(owner),
                 None => mutex,
@@ -297,8 +307,11 @@ mod off {
 
     #[allow(dead_code)]
     impl ZkLock {
-        pub(crate) fn new(client: &ZkClient, _name: &str) -> ZkLock {
+        pub(crate) fn new(client: &ZkClient, _name: &str, _reentrant: bool) -> ZkLock {
             match *client {}
+        }
+        pub(crate) fn is_reentrant(&self) -> bool {
+            match *self {}
         }
         pub(crate) fn refusing(&self, _operation: &'static str) -> ZkLock {
             match *self {}
