@@ -7,6 +7,7 @@ pub mod every;
 pub mod redisson;
 pub mod support;
 pub mod workers;
+pub mod zk;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -4,50 +4,33 @@
 //! by readers; a semaphore of N never has more than N holders; a cancellation storm leaves no
 //! node behind.
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use keylatch::Client;
 use keylatch::redis::AsyncCommands;
-use keylatch_testkit::{ZooKeeperServer, zookeeper_available};
+use keylatch_testkit::ZooKeeperServer;
 use keylatch_tests::every::{cancellation_storm, exercise_every_primitive, zookeeper_names};
 use keylatch_tests::workers::{Worker, args};
+use keylatch_tests::zk::children;
 use keylatch_tests::{checker, eventually, raw, server, unique};
 use zookeeper_client as zk;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_keylatch-test-fault-worker");
 
-/// One ZooKeeper server for the tests of this file (each uses its own names).
 fn zookeeper() -> &'static ZooKeeperServer {
-    static SERVER: OnceLock<ZooKeeperServer> = OnceLock::new();
-    SERVER.get_or_init(|| {
-        assert!(
-            zookeeper_available(),
-            "ZooKeeper is not installed: run ./scripts/setup-zookeeper.sh"
-        );
-        ZooKeeperServer::start().expect("start ZooKeeper")
-    })
+    keylatch_tests::zk::server()
 }
 
 fn zk_url() -> String {
-    format!("zk://{}", zookeeper().connect_string())
+    keylatch_tests::zk::url()
 }
 
 async fn zk_client() -> Client {
     Client::connect(&zk_url())
         .await
         .expect("connect to ZooKeeper")
-}
-
-/// The children of `path` on the server, read through a session that is not keylatch's (none
-/// when it does not exist).
-async fn children(raw: &zk::Client, path: &str) -> Vec<String> {
-    match raw.list_children(path).await {
-        Ok(children) => children,
-        Err(zk::Error::NoNode) => Vec::new(),
-        Err(err) => panic!("list {path}: {err}"),
-    }
 }
 
 /// Every contender node left under the locks of `names` (a semaphore's `leases` and `locks`

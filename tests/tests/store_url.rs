@@ -6,38 +6,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use keylatch::{Client, DistributedLock, Error, Owner, StoreKind};
-use keylatch_testkit::{ZooKeeperServer, zookeeper_available};
 use keylatch_tests::{client, server, unique};
-use zookeeper_client as zk;
-
-/// One ZooKeeper server for the tests of this file (each uses its own names).
-fn zookeeper() -> &'static ZooKeeperServer {
-    static SERVER: std::sync::OnceLock<ZooKeeperServer> = std::sync::OnceLock::new();
-    SERVER.get_or_init(|| {
-        assert!(
-            zookeeper_available(),
-            "ZooKeeper is not installed: run ./scripts/setup-zookeeper.sh"
-        );
-        ZooKeeperServer::start().expect("start ZooKeeper")
-    })
-}
 
 fn zk_url() -> String {
-    format!("zk://{}", zookeeper().connect_string())
+    keylatch_tests::zk::url()
 }
 
 /// The children of `path` on the server (none when it does not exist).
 async fn children(path: &str) -> Vec<String> {
-    let raw = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(10))
-        .connect(&zookeeper().connect_string())
-        .await
-        .expect("raw connect");
-    match raw.list_children(path).await {
-        Ok(children) => children,
-        Err(zk::Error::NoNode) => Vec::new(),
-        Err(err) => panic!("list {path}: {err}"),
-    }
+    keylatch_tests::zk::children(&keylatch_tests::zk::raw().await, path).await
 }
 
 /// `tasks` tasks over `clients` take `lock(client)` four times each; returns the most holders
