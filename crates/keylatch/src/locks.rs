@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, DistributedLock, LockGuard, Owner, OwnerId, Result};
+use keylatch_core::{LockGuard, OwnerId};
 
-use crate::future::boxed;
-use crate::store::{Store, redis_only_async};
+use crate::store::{Inner, Store, redis_only_async, store_handle};
 use crate::zk::ZkLock;
 
 /// Whether a lock is reentrant (the factories' choice).
@@ -43,11 +41,7 @@ pub struct ReentrantLock(LockInner<keylatch_reentrant::ReentrantLock>);
 #[derive(Clone, Debug)]
 pub struct FairLock(LockInner<keylatch_fair::FairLock>);
 
-#[derive(Clone, Debug)]
-enum LockInner<R> {
-    Redis(R),
-    ZooKeeper(ZkLock),
-}
+type LockInner<R> = Inner<R, ZkLock>;
 
 /// The ZooKeeper side of a new handle: a non-reentrant lock is the mutex's non-reentrant mode
 /// (the holder asking again is [`Error::AlreadyHeld`](crate::Error::AlreadyHeld)).
@@ -57,24 +51,11 @@ fn zk_lock(zk: &crate::zk::ZkClient, name: &str, kind: Kind) -> ZkLock {
 
 macro_rules! common {
     ($ty:ident, $redis:ty) => {
+        store_handle!($ty, $redis,
+            is_locked: "Whether anyone holds the lock.",
+            force_unlock: "Releases whoever holds the lock (an administrative action).");
+
         impl $ty {
-            /// The Redis layer's handle, when the store is Redis.
-            pub fn as_redis(&self) -> Option<&$redis> {
-                match &self.0 {
-                    LockInner::Redis(redis) => Some(redis),
-                    LockInner::ZooKeeper(_) => None,
-                }
-            }
-
-            /// The same lock, acquiring for `owner`: an owner that holds it re-enters.
-            #[must_use]
-            pub fn with_owner(&self, owner: Owner) -> Self {
-                $ty(match &self.0 {
-                    LockInner::Redis(redis) => LockInner::Redis(redis.with_owner(owner)),
-                    LockInner::ZooKeeper(zk) => LockInner::ZooKeeper(zk.with_owner(owner)),
-                })
-            }
-
             /// The same lock, issuing a fencing token with each acquisition when `enabled`
             /// (on ZooKeeper every acquisition has one: its node's creation zxid).
             #[must_use]
@@ -94,60 +75,6 @@ macro_rules! common {
                 }
             }
 
-            /// The lock name.
-            pub fn name(&self) -> &str {
-                match &self.0 {
-                    LockInner::Redis(redis) => redis.name(),
-                    LockInner::ZooKeeper(zk) => zk.name(),
-                }
-            }
-
-            /// Acquires as `options` say (see the store's primitive for the details).
-            ///
-            /// # Errors
-            /// [`Error::InvalidName`](crate::Error::InvalidName),
-            /// [`Error::InvalidLease`](crate::Error::InvalidLease),
-            /// [`Error::Unsupported`](crate::Error::Unsupported) for what the store has no
-            /// form of, [`Error::Closed`](crate::Error::Closed), store errors.
-            ///
-            /// # Cancel safety
-            /// Cancel safe: a dropped acquisition leaves no hold and no queue entry behind.
-            pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-                match &self.0 {
-                    LockInner::Redis(redis) => boxed(redis.acquire(options)).await,
-                    LockInner::ZooKeeper(zk) => zk.acquire(options).await,
-                }
-            }
-
-            keylatch_core::acquire_shorthands! {
-                lock: "Waits for the lock as long as it takes; held in watchdog mode.",
-                lock_with_lease: "Waits for the lock; held for `lease` (no watchdog).",
-                try_lock: "Takes the lock if it is free now.",
-                try_lock_for: "Waits up to `wait` for the lock; `lease` as in `acquire`.",
-            }
-
-            /// Releases whoever holds the lock (an administrative action).
-            ///
-            /// # Errors
-            /// As [`acquire`](Self::acquire).
-            pub async fn force_unlock(&self) -> Result<bool> {
-                match &self.0 {
-                    LockInner::Redis(redis) => boxed(redis.force_unlock()).await,
-                    LockInner::ZooKeeper(zk) => zk.force_unlock().await,
-                }
-            }
-
-            /// Whether anyone holds the lock.
-            ///
-            /// # Errors
-            /// As [`acquire`](Self::acquire).
-            pub async fn is_locked(&self) -> Result<bool> {
-                match &self.0 {
-                    LockInner::Redis(redis) => boxed(redis.is_locked()).await,
-                    LockInner::ZooKeeper(zk) => zk.is_locked().await,
-                }
-            }
-
             redis_only_async! { LockInner, "lock";
                 /// Whether the handle's owner (see `with_owner`) holds the lock.
                 fn is_held_by_current_owner(&self) -> bool;
@@ -159,32 +86,6 @@ macro_rules! common {
                 fn is_held_by(&self, owner: OwnerId) -> bool;
                 /// The last fencing token issued for the name, without acquiring.
                 fn token(&self) -> Option<u64>;
-            }
-        }
-
-        #[async_trait]
-        impl DistributedLock for $ty {
-            fn name(&self) -> &str {
-                $ty::name(self)
-            }
-
-            fn release_channel(&self) -> Option<(&(dyn std::any::Any + Send + Sync), &str)> {
-                match &self.0 {
-                    LockInner::Redis(redis) => DistributedLock::release_channel(redis),
-                    LockInner::ZooKeeper(_) => None,
-                }
-            }
-
-            async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-                $ty::acquire(self, options).await
-            }
-
-            async fn is_locked(&self) -> Result<bool> {
-                $ty::is_locked(self).await
-            }
-
-            async fn force_unlock(&self) -> Result<bool> {
-                $ty::force_unlock(self).await
             }
         }
     };

@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use keylatch_core::{AcquireOptions, DistributedLock, LockGuard, Owner, Result};
+use keylatch_core::{LockGuard, Owner, Result};
 
 use crate::future::boxed;
-use crate::store::{Store, redis_only_async};
+use crate::store::{Inner, Store, redis_only_async, store_handle};
 use crate::zk::{ZkRw, ZkSide};
 
 /// Redisson's `RReadWriteLock` (`client.rw_lock(name)`): many readers or one writer; a waiting
@@ -37,11 +36,7 @@ pub struct ReadLock(RwInner<keylatch_rwlock::ReadLock, ZkSide>);
 #[derive(Clone, Debug)]
 pub struct WriteLock(RwInner<keylatch_rwlock::WriteLock, ZkSide>);
 
-#[derive(Clone, Debug)]
-enum RwInner<R, Z = ZkRw> {
-    Redis(R),
-    ZooKeeper(Z),
-}
+type RwInner<R, Z = ZkRw> = Inner<R, Z>;
 
 impl RwLock {
     pub(crate) fn on(store: &Store, name: &str) -> RwLock {
@@ -206,86 +201,16 @@ impl RwLock {
 
 macro_rules! side {
     ($ty:ident, $redis:ty) => {
+        store_handle!($ty, $redis,
+            is_locked: "Whether the lock is in this side's mode: held for reading (the read side) or for writing (the write side; a writer that also holds read holds keeps the lock in write mode), on either store.",
+            force_unlock: "Releases every hold of this side, whoever holds it.");
+
         impl $ty {
-            /// The Redis layer's handle, when the store is Redis.
-            pub fn as_redis(&self) -> Option<&$redis> {
-                match &self.0 {
-                    RwInner::Redis(redis) => Some(redis),
-                    RwInner::ZooKeeper(_) => None,
-                }
-            }
-
-            /// The same side, acquiring for `owner`.
-            #[must_use]
-            pub fn with_owner(&self, owner: Owner) -> Self {
-                $ty(match &self.0 {
-                    RwInner::Redis(redis) => RwInner::Redis(redis.with_owner(owner)),
-                    RwInner::ZooKeeper(zk) => RwInner::ZooKeeper(zk.with_owner(owner)),
-                })
-            }
-
-            /// The lock name.
-            pub fn name(&self) -> &str {
-                match &self.0 {
-                    RwInner::Redis(redis) => redis.name(),
-                    RwInner::ZooKeeper(zk) => zk.name(),
-                }
-            }
-
             /// The pub/sub channel (Redis); on ZooKeeper, empty.
             pub fn channel(&self) -> &str {
                 match &self.0 {
                     RwInner::Redis(redis) => redis.channel(),
                     RwInner::ZooKeeper(_) => "",
-                }
-            }
-
-            /// Acquires this side as `options` say.
-            ///
-            /// # Errors
-            /// [`Error::InvalidName`](crate::Error::InvalidName),
-            /// [`Error::InvalidLease`](crate::Error::InvalidLease),
-            /// [`Error::UpgradeRefused`](crate::Error::UpgradeRefused) (write side, for a
-            /// reader), [`Error::Unsupported`](crate::Error::Unsupported) for a fixed lease
-            /// on ZooKeeper, [`Error::Closed`](crate::Error::Closed), store errors.
-            ///
-            /// # Cancel safety
-            /// Cancel safe: nothing is left behind.
-            pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-                match &self.0 {
-                    RwInner::Redis(redis) => boxed(redis.acquire(options)).await,
-                    RwInner::ZooKeeper(zk) => zk.acquire(options).await,
-                }
-            }
-
-            keylatch_core::acquire_shorthands! {
-                lock: "Waits for this side as long as it takes; held in watchdog mode.",
-                lock_with_lease: "Waits for this side; held for `lease` (no watchdog).",
-                try_lock: "Takes this side if it can now.",
-                try_lock_for: "Waits up to `wait` for this side; `lease` as in `acquire`.",
-            }
-
-            /// Releases every hold of this side, whoever holds it.
-            ///
-            /// # Errors
-            /// As [`acquire`](Self::acquire).
-            pub async fn force_unlock(&self) -> Result<bool> {
-                match &self.0 {
-                    RwInner::Redis(redis) => boxed(redis.force_unlock()).await,
-                    RwInner::ZooKeeper(zk) => zk.force_unlock().await,
-                }
-            }
-
-            /// Whether the lock is in this side's mode: held for reading (the read side) or for
-            /// writing (the write side; a writer that also holds read holds keeps the lock in
-            /// write mode), on either store.
-            ///
-            /// # Errors
-            /// As [`acquire`](Self::acquire).
-            pub async fn is_locked(&self) -> Result<bool> {
-                match &self.0 {
-                    RwInner::Redis(redis) => boxed(redis.is_locked()).await,
-                    RwInner::ZooKeeper(zk) => zk.is_locked().await,
                 }
             }
 
@@ -296,32 +221,6 @@ macro_rules! side {
                 fn hold_count(&self) -> u64;
                 /// What is left of the lock's lease on the server.
                 fn remaining_ttl(&self) -> Option<Duration>;
-            }
-        }
-
-        #[async_trait]
-        impl DistributedLock for $ty {
-            fn name(&self) -> &str {
-                $ty::name(self)
-            }
-
-            fn release_channel(&self) -> Option<(&(dyn std::any::Any + Send + Sync), &str)> {
-                match &self.0 {
-                    RwInner::Redis(redis) => DistributedLock::release_channel(redis),
-                    RwInner::ZooKeeper(_) => None,
-                }
-            }
-
-            async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-                $ty::acquire(self, options).await
-            }
-
-            async fn is_locked(&self) -> Result<bool> {
-                $ty::is_locked(self).await
-            }
-
-            async fn force_unlock(&self) -> Result<bool> {
-                $ty::force_unlock(self).await
             }
         }
     };
