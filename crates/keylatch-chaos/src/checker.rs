@@ -15,6 +15,8 @@
 //! - **Fenced register**: a write accepted after another accepted write was acknowledged must
 //!   carry a greater token (a stale write accepted); every acknowledged write must be in the
 //!   register's final log (a lost write); the log's tokens strictly increase.
+//! - **Liveness outside faults**: no lost wake-up, and arrival order for a fifo lock (see
+//!   [`liveness`]).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -24,7 +26,9 @@ use serde::Serialize;
 use crate::history::{Event, Kind, Mode, NEMESIS, Op};
 
 mod holds;
+pub mod liveness;
 use holds::{holds, occupancy};
+pub use liveness::{Bounds, Coverage};
 
 /// The kinds of violation the checker finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -40,6 +44,10 @@ pub enum ViolationKind {
     StaleWrite,
     /// An acknowledged write is missing from the register.
     LostWrite,
+    /// A waiter saw the lock free, outside faults, for longer than the wake bound.
+    LostWakeup,
+    /// A fifo lock went to a later arrival first.
+    FairOrder,
 }
 
 /// One violation, with the window of the history that shows it.
@@ -73,6 +81,8 @@ pub struct Report {
     pub late_writes_accepted: usize,
     /// Writes invoked after the writer's lease had ended that the register refused.
     pub late_writes_refused: usize,
+    /// What the liveness checks covered.
+    pub liveness: Coverage,
     /// Every violation.
     pub violations: Vec<Violation>,
 }
@@ -111,6 +121,7 @@ struct Operation {
     write_id: Option<String>,
     mode: Option<Mode>,
     names: Option<Vec<String>>,
+    fifo: bool,
 }
 
 impl Operation {
@@ -155,6 +166,7 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                     write_id: e.write_id.clone(),
                     mode: e.mode,
                     names: e.names.clone(),
+                    fifo: e.fifo == Some(true),
                 });
             }
             kind => {
@@ -186,9 +198,19 @@ fn fmt_token(t: Option<u64>) -> String {
     t.map_or_else(|| "?".to_owned(), |t| t.to_string())
 }
 
+/// Checks `history` with the default liveness [`Bounds`] (see [`check_with`]).
+#[cfg(test)]
+pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Report {
+    check_with(history, register_log, Bounds::default())
+}
+
 /// Checks `history`; `register_log` is the register's accepted writes in order (token, write
 /// id), `None` when it could not be read (the lost-write check is then skipped).
-pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Report {
+pub fn check_with(
+    history: &[Event],
+    register_log: Option<&[(u64, String)]>,
+    bounds: Bounds,
+) -> Report {
     let mut history = history.to_vec();
     history.sort_by_key(|e| e.time);
     let end_of_run = history.last().map_or(0, |e| e.time);
@@ -326,6 +348,8 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
         }
     }
 
+    let liveness = liveness::check(&history, &ops, end_of_run, bounds, &mut violations);
+
     // Writes made after the writer's lease ended (a paused holder).
     let (mut late_writes_accepted, mut late_writes_refused) = (0, 0);
     for (i, w) in ops.iter().enumerate() {
@@ -347,6 +371,7 @@ pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Repor
     }
 
     Report {
+        liveness,
         late_writes_accepted,
         late_writes_refused,
         operations: ops.len(),

@@ -119,6 +119,54 @@ pub async fn form(addrs: &[String]) -> Result<(), String> {
     }
 }
 
+/// Prints the address of the primary serving the lock's key ([`crate::locks::LOCK`]), as
+/// the first of `addrs` that answers sees it.
+///
+/// # Errors
+/// No node answers, or none names a primary for the key's slot.
+///
+/// # Cancel safety
+/// Not meant to be cancelled: the process ends with it.
+pub async fn lock_primary(addrs: &[String]) -> Result<(), String> {
+    let mut last = "no node given".to_owned();
+    for addr in addrs {
+        let found = async {
+            let slot: i64 = query(addr, &["CLUSTER", "KEYSLOT", crate::locks::LOCK]).await?;
+            let text: String = query(addr, &["CLUSTER", "NODES"]).await?;
+            primary_of(&text, slot).ok_or_else(|| format!("{addr} names no primary for {slot}"))
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(1), found).await {
+            Ok(Ok(primary)) => {
+                println!("{primary}");
+                return Ok(());
+            }
+            Ok(Err(e)) => last = e,
+            Err(_) => last = format!("{addr} did not answer within 1 s"),
+        }
+    }
+    Err(last)
+}
+
+/// The address of the healthy primary whose slot ranges (fields 9 on of `CLUSTER NODES`)
+/// hold `slot`.
+fn primary_of(text: &str, slot: i64) -> Option<String> {
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let flags = f.get(2)?;
+        if !flags.split(',').any(|x| x == "master") || flags.contains("fail") {
+            return None;
+        }
+        let serves = f.iter().skip(8).any(|r| match r.split_once('-') {
+            Some((a, b)) => {
+                a.parse::<i64>().is_ok_and(|a| a <= slot)
+                    && b.parse::<i64>().is_ok_and(|b| slot <= b)
+            }
+            None => r.parse::<i64>() == Ok(slot),
+        });
+        serves.then(|| f[1].split('@').next().unwrap_or("").to_owned())
+    })
+}
+
 /// A coordinated failover (`CLUSTER FAILOVER`) of the shard of `addr`: on it if it is a
 /// replica, else on a replica of it. Prints what it did.
 ///
@@ -148,4 +196,23 @@ pub async fn failover(addr: &str) -> Result<(), String> {
     query::<()>(&target, &["CLUSTER", "FAILOVER"]).await?;
     println!("CLUSTER FAILOVER on {target}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::primary_of;
+
+    #[test]
+    fn the_primary_of_a_slot_is_read_from_cluster_nodes() {
+        let text = "\
+a 10.213.7.11:6379@16379 master - 0 0 1 connected 0-5460
+b 10.213.7.12:6379@16379 myself,master - 0 0 2 connected 5461-10922
+c 10.213.7.13:6379@16379 master,fail - 0 0 3 connected 10923-16383
+d 10.213.7.15:6379@16379 slave b 0 0 2 connected
+";
+        assert_eq!(primary_of(text, 8286).as_deref(), Some("10.213.7.12:6379"));
+        assert_eq!(primary_of(text, 0).as_deref(), Some("10.213.7.11:6379"));
+        // A failed primary is nobody's.
+        assert_eq!(primary_of(text, 16000), None);
+    }
 }

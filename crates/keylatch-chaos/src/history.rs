@@ -86,6 +86,10 @@ pub struct Event {
     /// The locks taken at once (acquire invoke of a multi-lock; none: the one lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<String>>,
+    /// Whether the lock grants in arrival order (acquire invoke of a fair lock; none: no
+    /// order promised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fifo: Option<bool>,
     /// A write's unique id, as the register logs it (write invoke).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_id: Option<String>,
@@ -109,6 +113,7 @@ impl Event {
             permits: None,
             mode: None,
             names: None,
+            fifo: None,
             write_id: None,
             detail: None,
         }

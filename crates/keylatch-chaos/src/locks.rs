@@ -55,6 +55,11 @@ pub enum Guard {
 }
 
 impl Lock {
+    /// Whether the lock grants in arrival order (the fair lock).
+    pub fn fifo(&self) -> bool {
+        matches!(self, Lock::Fair(_))
+    }
+
     /// The lock of `workload` on `clients` (the first one, or all for a RedLock).
     ///
     /// # Errors

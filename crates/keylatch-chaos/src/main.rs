@@ -6,6 +6,7 @@
 //! counterexample is printed), 2 when the harness itself failed or was interrupted. The last
 //! line of output is `N violations in M operations`.
 
+mod bounds;
 mod checker;
 mod clock;
 mod clockshift;
@@ -104,6 +105,12 @@ struct RunArgs {
     /// Write the whole history here, one JSON event a line.
     #[arg(long)]
     history: Option<PathBuf>,
+    /// Which servers the nemesis hits: the ones its schedule drew, or (`lock`, the cluster
+    /// topologies) the primary that serves the lock's key at the moment of each fault.
+    #[arg(long, value_enum, default_value_t = run::Aim::Scheduled)]
+    aim: run::Aim,
+    #[command(flatten)]
+    bounds: bounds::BoundsArgs,
     /// Panic this many seconds into the workload (tests that a panic cleans up).
     #[arg(long, hide = true)]
     panic_after: Option<f64>,
@@ -123,6 +130,8 @@ enum Command {
     Check {
         /// The history file, one JSON event a line.
         history: PathBuf,
+        #[command(flatten)]
+        bounds: bounds::BoundsArgs,
     },
     /// One client process (started by the harness inside its namespace).
     #[command(hide = true)]
@@ -166,6 +175,13 @@ enum Command {
     /// Form a Redis Cluster: the first half of the nodes primaries, the rest their replicas.
     #[command(hide = true)]
     FormCluster {
+        /// `ip:port` of every node, separated by `,`.
+        #[arg(long)]
+        nodes: String,
+    },
+    /// Print the address of the primary that serves the lock's key, asking the nodes in turn.
+    #[command(hide = true)]
+    LockPrimary {
         /// `ip:port` of every node, separated by `,`.
         #[arg(long)]
         nodes: String,
@@ -258,54 +274,15 @@ fn main() -> ExitCode {
             cluster::form(&nodes.split(',').map(str::to_owned).collect::<Vec<_>>()).await
         }),
         Some(Command::ClusterFailover { node }) => helper(cluster::failover(&node)),
-        Some(Command::Check { history }) => check_file(&history),
+        Some(Command::LockPrimary { nodes }) => helper(async move {
+            cluster::lock_primary(&nodes.split(',').map(str::to_owned).collect::<Vec<_>>()).await
+        }),
+        Some(Command::Check { history, bounds }) => bounds::check_file(&history, &bounds),
         None => harness(cli.run),
     }
 }
 
-fn check_file(path: &std::path::Path) -> ExitCode {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("keylatch-chaos: cannot read {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    };
-    let mut events = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        match serde_json::from_str::<history::Event>(line) {
-            Ok(e) => events.push(e),
-            Err(e) => {
-                eprintln!("keylatch-chaos: {} line {}: {e}", path.display(), n + 1);
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let report = checker::check(&events, None);
-    let origin = events.iter().map(|e| e.time).min().unwrap_or(0);
-    for (kind, n) in report.counts() {
-        say(format!("  {kind}: {n}"));
-    }
-    if let Some(v) = report.shortest() {
-        say(checker::timeline(&events, v, origin).trim_end().to_owned());
-    }
-    say(format!(
-        "{} violations in {} operations",
-        report.violations.len(),
-        report.operations
-    ));
-    if report.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
-}
-
-fn say(line: String) {
+pub(crate) fn say(line: String) {
     println!("{line}");
     let _ = std::io::stdout().flush();
 }
@@ -339,6 +316,10 @@ fn harness(args: RunArgs) -> ExitCode {
         eprintln!("keylatch-chaos: the failover fault is for the cluster topologies only");
         return ExitCode::from(2);
     }
+    if args.aim == run::Aim::Lock && !args.topology.is_cluster() {
+        eprintln!("keylatch-chaos: --aim lock is for the cluster topologies only");
+        return ExitCode::from(2);
+    }
     let plan = run::Plan {
         seed,
         duration: Duration::from_secs_f64(args.minutes * 60.0),
@@ -350,6 +331,7 @@ fn harness(args: RunArgs) -> ExitCode {
         max_hold_ms: args.max_hold_ms,
         permits: args.permits,
         panic_after: args.panic_after.map(Duration::from_secs_f64),
+        aim: args.aim,
     };
     let schedule = plan.schedule();
     say(format!(
@@ -400,7 +382,11 @@ fn harness(args: RunArgs) -> ExitCode {
         }
     };
 
-    let report = checker::check(&collected.history, Some(&collected.register_log));
+    let report = checker::check_with(
+        &collected.history,
+        Some(&collected.register_log),
+        args.bounds.bounds(),
+    );
     if let Some(path) = &args.history {
         let mut text = String::new();
         for e in &collected.history {
@@ -436,6 +422,7 @@ fn harness(args: RunArgs) -> ExitCode {
         faults,
         collected.register_log.len()
     ));
+    say(bounds::coverage_line(&report.liveness));
     for (kind, n) in report.counts() {
         say(format!("  {kind}: {n}"));
     }
@@ -463,6 +450,7 @@ fn harness(args: RunArgs) -> ExitCode {
             "faults_injected": faults,
             "violations": report.violations.len(),
             "violations_by_kind": report.counts(),
+            "liveness": report.liveness,
             "counterexample": counterexample,
             "schedule": schedule,
         });

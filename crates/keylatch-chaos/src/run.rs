@@ -19,6 +19,16 @@ pub use crate::servers::find_program;
 use crate::servers::{Redis, helper};
 use crate::{HarnessError, Topology, Workload};
 
+/// Which servers the nemesis hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Aim {
+    /// The ones the schedule drew from the seed.
+    Scheduled,
+    /// The primary serving the lock's key when the fault starts (the cluster topologies): the
+    /// schedule's count of servers is kept, its choice replaced.
+    Lock,
+}
+
 /// What a run is asked to do.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -42,6 +52,8 @@ pub struct Plan {
     pub permits: u32,
     /// Panic this long into the workload (tests the cleanup).
     pub panic_after: Option<Duration>,
+    /// Which servers the nemesis hits.
+    pub aim: Aim,
 }
 
 impl Plan {
@@ -279,8 +291,23 @@ pub async fn run(
         {
             panic!("deliberate panic {after:?} into the run (--panic-after)");
         }
+        let mut step = step;
+        // Aimed, the servers it hits are the lock's primary at this moment.
+        let mut aim_note = String::new();
+        if plan.aim == Aim::Lock && step.kind != FaultKind::PauseClient {
+            let nodes: Vec<String> = servers.iter().map(Redis::addr).collect();
+            let args = ["lock-primary", "--nodes", &nodes.join(",")];
+            let found = helper(&servers[0].node.ns, &me, &args).await;
+            match found.as_deref().map(str::trim) {
+                Ok(addr) => match servers.iter().position(|s| s.addr() == addr) {
+                    Some(i) => step.servers = vec![i + 1],
+                    None => aim_note = format!(" (not aimed: {addr} is no lock server)"),
+                },
+                Err(e) => aim_note = format!(" (not aimed: {e})"),
+            }
+        }
         let secs = (now_ns() - origin) as f64 / 1e9;
-        say(format!("{secs:8.3}s nemesis: {step}"));
+        say(format!("{secs:8.3}s nemesis: {step}{aim_note}"));
         record(Kind::Invoke, step.to_string());
         let hold = Duration::from_millis(step.duration_ms);
         let targets: Vec<&Worker> = step.workers.iter().map(|w| &workers[w - 1]).collect();

@@ -152,6 +152,7 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         let choice = lock.choose(&mut rng);
         invoke.mode = choice.mode;
         invoke.names = choice.names.clone();
+        invoke.fifo = lock.fifo().then_some(true);
         emit(&invoke);
         let guard = match lock
             .try_lock_for(&choice, Duration::from_secs(3), lease)
