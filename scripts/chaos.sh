@@ -5,10 +5,10 @@
 # from Debian when missing.
 #
 # Usage: scripts/chaos.sh [--debug] [--ci | -- ARGS...]
-#   --ci      the cleanup tests, then seeded runs: single-aof under every fault for 2 minutes
-#             and redlock5 (a RedLock over five servers) under every fault for 1 minute
-#             (each fails on any violation), and single (no persistence) under kills for 2
-#             minutes (fails when the checker finds NO violation: it must be caught)
+#   --ci      the cleanup tests, then seeded 2-minute runs of each safe topology under every
+#             fault (single-aof-everysec, redlock5, sentinel-ack, cluster-ack; each fails on
+#             any violation), and single (no persistence) under kills for 2 minutes (fails
+#             when the checker finds NO violation: it must be caught)
 #   --debug   a debug build instead of --release
 #   ARGS      passed to keylatch-chaos, e.g. -- --seed 7 --minutes 3 --topology single-aof
 #   cleanup   (as ARGS) removes what an interrupted run left behind
@@ -66,21 +66,22 @@ trap 'rm -rf "$OUT"' EXIT
 section "cleanup tests (SIGINT, panic, a fault-free run)"
 cargo test "${build_flags[@]}" -- --include-ignored
 
-# The safe configuration: every fault of the slice, kills included; no violation allowed.
-section "single-aof (appendfsync always), every fault: no violation allowed"
-set +e
-"$BIN" --seed 1 --minutes 2 --topology single-aof --nemesis all --out "$OUT/safe.json"
-rc=$?
-set -e
-[ "$rc" = 0 ] || die "single-aof under faults: exit $rc (1: a violation, shown above; 2: the harness failed)"
-
-# A RedLock over five servers, faults on one or two of them at a time (1 minute: ~65 s).
-section "redlock5, every fault on a minority of the servers: no violation allowed"
-set +e
-"$BIN" --seed 1 --minutes 1 --topology redlock5 --workload redlock --nemesis all --out "$OUT/redlock.json"
-rc=$?
-set -e
-[ "$rc" = 0 ] || die "redlock5 under faults: exit $rc (1: a violation, shown above; 2: the harness failed)"
+# The safe configurations, each under every fault of the slice (kills, partitions, pauses;
+# failovers on the cluster) for 2 minutes: no violation allowed, the liveness checks included.
+safe_run() {
+    local name="$1"
+    shift
+    section "$name, every fault: no violation allowed"
+    set +e
+    "$BIN" "$@" --nemesis all --out "$OUT/$name.json"
+    local rc=$?
+    set -e
+    [ "$rc" = 0 ] || die "$name under faults: exit $rc (1: a violation, shown above; 2: the harness failed)"
+}
+safe_run single-aof-everysec --seed 1 --minutes 2 --topology single-aof-everysec
+safe_run redlock5 --seed 1 --minutes 2 --topology redlock5 --workload redlock
+safe_run sentinel-ack --seed 1 --minutes 2 --topology sentinel-ack
+safe_run cluster-ack --seed 1 --minutes 2 --topology cluster-ack
 
 # The unsafe configuration: a restart without persistence forgets the lock.
 section "single (no persistence), kills: the checker must find a double holder"
