@@ -7,6 +7,7 @@
 //! line of output is `N violations in M operations`.
 
 mod checker;
+mod checkfile;
 mod clock;
 mod clockshift;
 mod cluster;
@@ -20,6 +21,7 @@ mod run;
 mod servers;
 mod signals;
 mod worker;
+mod zookeeper;
 
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
@@ -38,7 +40,9 @@ use crate::procs::Cleanup;
 #[non_exhaustive]
 pub enum HarnessError {
     /// A program the harness needs is not on PATH.
-    #[error("{0} is not installed (scripts/chaos.sh installs iproute2, nftables, a C compiler)")]
+    #[error(
+        "{0} is not installed (scripts/chaos.sh installs iproute2, nftables, a C compiler, ZooKeeper)"
+    )]
     Missing(String),
     /// A command failed.
     #[error("command failed: {0}")]
@@ -177,6 +181,16 @@ enum Command {
         #[arg(long)]
         node: String,
     },
+    /// Print each ZooKeeper server's mode (`-` when it does not serve), one line each.
+    #[command(hide = true)]
+    ZkSrvr {
+        /// `ip:port` of every server, separated by `,`.
+        #[arg(long)]
+        addrs: String,
+        /// First wait (at most 40 s) until every one serves.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Print the register's log.
     #[command(hide = true)]
     DumpRegister {
@@ -258,53 +272,16 @@ fn main() -> ExitCode {
             cluster::form(&nodes.split(',').map(str::to_owned).collect::<Vec<_>>()).await
         }),
         Some(Command::ClusterFailover { node }) => helper(cluster::failover(&node)),
-        Some(Command::Check { history }) => check_file(&history),
+        Some(Command::ZkSrvr { addrs, wait }) => helper(async move {
+            let addrs: Vec<String> = addrs.split(',').map(str::to_owned).collect();
+            zookeeper::srvr_helper(&addrs, wait).await
+        }),
+        Some(Command::Check { history }) => checkfile::check_file(&history),
         None => harness(cli.run),
     }
 }
 
-fn check_file(path: &std::path::Path) -> ExitCode {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("keylatch-chaos: cannot read {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    };
-    let mut events = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        match serde_json::from_str::<history::Event>(line) {
-            Ok(e) => events.push(e),
-            Err(e) => {
-                eprintln!("keylatch-chaos: {} line {}: {e}", path.display(), n + 1);
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let report = checker::check(&events, None);
-    let origin = events.iter().map(|e| e.time).min().unwrap_or(0);
-    for (kind, n) in report.counts() {
-        say(format!("  {kind}: {n}"));
-    }
-    if let Some(v) = report.shortest() {
-        say(checker::timeline(&events, v, origin).trim_end().to_owned());
-    }
-    say(format!(
-        "{} violations in {} operations",
-        report.violations.len(),
-        report.operations
-    ));
-    if report.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
-}
-
+/// Prints `line` to stdout at once.
 fn say(line: String) {
     println!("{line}");
     let _ = std::io::stdout().flush();
@@ -322,6 +299,13 @@ fn harness(args: RunArgs) -> ExitCode {
     if (args.topology == Topology::Redlock5) != (args.workload == Workload::Redlock) {
         eprintln!(
             "keylatch-chaos: the redlock workload runs on the redlock5 topology, and only it"
+        );
+        return ExitCode::from(2);
+    }
+    if args.topology.is_zookeeper() && args.workload == Workload::Semaphore {
+        eprintln!(
+            "keylatch-chaos: the semaphore workload does not run on zk3: the facade's semaphore \
+             is Redis only (on ZooKeeper it answers Unsupported), and it needs a fixed lease"
         );
         return ExitCode::from(2);
     }
