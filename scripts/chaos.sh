@@ -2,13 +2,15 @@
 # Chaos runs of keylatch (crates/keylatch-chaos). Needs root: it creates network namespaces,
 # veths, a bridge and nftables rules (all named klc-*, on 10.213.7.0/24 inside its own
 # namespaces only) and removes them at the end. Installs iproute2, nftables and a C compiler
-# from Debian when missing.
+# from Debian when missing, and ZooKeeper (the zk3 topology) through scripts/setup-zookeeper.sh.
 #
 # Usage: scripts/chaos.sh [--debug] [--ci | -- ARGS...]
 #   --ci      the cleanup tests, then seeded runs: single-aof under every fault for 2 minutes
 #             and redlock5 (a RedLock over five servers) under every fault for 1 minute
 #             (each fails on any violation), and single (no persistence) under kills for 2
-#             minutes (fails when the checker finds NO violation: it must be caught)
+#             minutes (fails when the checker finds NO violation: it must be caught), then
+#             zk3 (a three-node ZooKeeper ensemble) under every fault for 1 minute (fails on
+#             any violation)
 #   --debug   a debug build instead of --release
 #   ARGS      passed to keylatch-chaos, e.g. -- --seed 7 --minutes 3 --topology single-aof
 #   cleanup   (as ARGS) removes what an interrupted run left behind
@@ -19,7 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 
-usage() { sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 CI_MODE=0
 PROFILE=release
@@ -47,6 +49,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
 fi
 command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed (scripts/setup.sh)"
+# The zk3 topology runs Debian's ZooKeeper (java and its jar); installed as scripts/setup.sh does.
+if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then
+    section "installing ZooKeeper (the zk3 topology)"
+    "$ROOT/scripts/setup-zookeeper.sh"
+fi
 
 cd "$ROOT"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -97,4 +104,11 @@ grep -q '"mutual-exclusion"' "$OUT/unsafe.json" || die "single with kills: no mu
 if grep -q '"stale-write"' "$OUT/unsafe.json"; then
     die "single with kills: the fenced register accepted a stale write"
 fi
+# A ZooKeeper ensemble, every fault on one server of three (the leader half the time).
+section "zk3 (ZooKeeper), reentrant, every fault: no violation allowed"
+set +e
+"$BIN" --seed 1 --minutes 1 --topology zk3 --workload reentrant --nemesis all --out "$OUT/zk3.json"
+rc=$?
+set -e
+[ "$rc" = 0 ] || die "zk3 under faults: exit $rc (1: a violation, shown above; 2: the harness failed)"
 log "ci: the safe runs found nothing, the unsafe run found its double holder"

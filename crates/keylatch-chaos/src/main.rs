@@ -1,6 +1,6 @@
 //! `keylatch-chaos`: runs keylatch's primitives in client processes, each in its own network
-//! namespace, against redis-servers in theirs, while a seeded nemesis partitions, pauses and
-//! kills; records every operation and checks the history.
+//! namespace, against redis-servers (or a ZooKeeper ensemble) in theirs, while a seeded
+//! nemesis partitions, pauses and kills; records every operation and checks the history.
 //!
 //! Exit status: 0 when the checker found no violation, 1 when it found one (the shortest
 //! counterexample is printed), 2 when the harness itself failed or was interrupted. The last
@@ -87,7 +87,8 @@ struct RunArgs {
     workload: Workload,
     /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client,
     /// clock-jump, failover (`all` is every one but clock-jump; failover only on the cluster
-    /// topologies, whose `all` adds it).
+    /// topologies, whose `all` adds it; on zk3 each fault hits one server, the leader half
+    /// the time).
     #[arg(long, default_value = "all")]
     nemesis: FaultSet,
     /// Worker processes.

@@ -29,6 +29,9 @@ pub struct Redis {
     zookeeper_log: Option<PathBuf>,
 }
 
+/// How long `zk-srvr --wait` waits for a ZooKeeper server to serve.
+pub const SERVE_WAIT: Duration = Duration::from_secs(40);
+
 /// The service the sentinels monitor.
 pub const SERVICE: &str = "keylatch";
 
@@ -210,7 +213,15 @@ impl Redis {
     /// Cancel safe: it only asks.
     pub async fn wait_up(&self, me: &Path) -> Result<(), HarnessError> {
         if self.zookeeper_log.is_some() {
-            return crate::zookeeper::wait_serving(&self.node.ns, me, &self.addr()).await;
+            let args = ["zk-srvr", "--wait", "--addrs", &self.addr()];
+            helper_within(
+                SERVE_WAIT + Duration::from_secs(10),
+                &self.node.ns,
+                me,
+                &args,
+            )
+            .await?;
+            return Ok(());
         }
         helper(&self.node.ns, me, &["probe", "--url", &self.url()]).await?;
         Ok(())

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use crate::HarnessError;
 use crate::nemesis::{FaultKind, Step};
 use crate::net::Node;
-use crate::servers::{Redis, find_program, helper_within};
+use crate::servers::{Redis, SERVE_WAIT, find_program, helper_within};
 
 /// The client port of every server (on its own address).
 pub const CLIENT_PORT: u16 = 2181;
@@ -28,8 +28,6 @@ const CONF_DIR: &str = "/etc/zookeeper/conf";
 pub const JAR: &str = "/usr/share/java/zookeeper.jar";
 /// A binding that makes the server log to stderr (Debian's `libslf4j-java`), when installed.
 const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
-/// How long `zk-srvr --wait` waits for every server to serve (under the helper's bound).
-const SERVE_WAIT: Duration = Duration::from_secs(40);
 /// How long one four-letter word may take.
 const WORD_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -161,20 +159,6 @@ pub fn ensemble(nodes: Vec<Node>, dir: &Path) -> Result<Vec<Redis>, HarnessError
 pub fn url(servers: &[Redis]) -> String {
     let addrs: Vec<String> = servers.iter().map(Redis::addr).collect();
     format!("zk://{}", addrs.join(","))
-}
-
-/// Waits until the server at `addr` serves (as leader or follower), running the helper in
-/// `ns`.
-///
-/// # Errors
-/// It does not serve within the helper's bound.
-///
-/// # Cancel safety
-/// Cancel safe: the helper is killed when dropped.
-pub async fn wait_serving(ns: &str, me: &Path, addr: &str) -> Result<(), HarnessError> {
-    let bound = SERVE_WAIT + Duration::from_secs(10);
-    helper_within(bound, ns, me, &["zk-srvr", "--wait", "--addrs", addr]).await?;
-    Ok(())
 }
 
 /// Which of `addrs` leads now (asked from namespace `ns`); `None` when none answers as the
