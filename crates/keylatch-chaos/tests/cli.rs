@@ -292,7 +292,10 @@ fn a_zookeeper_ensemble_keeps_the_lock_across_kills_of_its_leader() {
 fn zk3_refuses_the_semaphore_and_redlock_workloads() {
     for (workload, says) in [
         ("semaphore", "the semaphore workload does not run on zk3"),
-        ("redlock", "the redlock workload runs on the redlock5 topology"),
+        (
+            "redlock",
+            "the redlock workload runs on the redlock5 topology",
+        ),
     ] {
         let out = Command::new(BIN)
             .args(["--seed", "1", "--minutes", "0.01", "--topology", "zk3"])
