@@ -2,13 +2,14 @@
 # Chaos runs of keylatch (crates/keylatch-chaos). Needs root: it creates network namespaces,
 # veths, a bridge and nftables rules (all named klc-*, on 10.213.7.0/24 inside its own
 # namespaces only) and removes them at the end. Installs iproute2, nftables and a C compiler
-# from Debian when missing.
+# from Debian when missing, and ZooKeeper (the zk3 topology) through scripts/setup-zookeeper.sh.
 #
 # Usage: scripts/chaos.sh [--debug] [--ci | -- ARGS...]
 #   --ci      the cleanup tests, then seeded 2-minute runs of each safe topology under every
-#             fault (single-aof-everysec, redlock5, sentinel-ack, cluster-ack; each fails on
-#             any violation), and single (no persistence) under kills for 2 minutes (fails
-#             when the checker finds NO violation: it must be caught)
+#             fault (single-aof-everysec, redlock5, sentinel-ack, cluster-ack, and zk3, a
+#             three-node ZooKeeper ensemble; each fails on any violation), and single (no
+#             persistence) under kills for 2 minutes (fails when the checker finds NO
+#             violation: it must be caught)
 #   --debug   a debug build instead of --release
 #   ARGS      passed to keylatch-chaos, e.g. -- --seed 7 --minutes 3 --topology single-aof
 #   cleanup   (as ARGS) removes what an interrupted run left behind
@@ -19,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 
-usage() { sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 CI_MODE=0
 PROFILE=release
@@ -47,6 +48,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
 fi
 command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed (scripts/setup.sh)"
+# The zk3 topology runs Debian's ZooKeeper (java and its jar); installed as scripts/setup.sh does.
+if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then
+    section "installing ZooKeeper (the zk3 topology)"
+    "$ROOT/scripts/setup-zookeeper.sh"
+fi
 
 cd "$ROOT"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -82,6 +88,8 @@ safe_run single-aof-everysec --seed 1 --minutes 2 --topology single-aof-everysec
 safe_run redlock5 --seed 1 --minutes 2 --topology redlock5 --workload redlock
 safe_run sentinel-ack --seed 1 --minutes 2 --topology sentinel-ack
 safe_run cluster-ack --seed 1 --minutes 2 --topology cluster-ack
+# A ZooKeeper ensemble, every fault on one server of three (the leader half the time).
+safe_run zk3 --seed 1 --minutes 2 --topology zk3
 
 # The unsafe configuration: a restart without persistence forgets the lock.
 section "single (no persistence), kills: the checker must find a double holder"

@@ -147,6 +147,31 @@ pub async fn lock_primary(addrs: &[String]) -> Result<(), String> {
     Err(last)
 }
 
+/// Points `step`'s servers at the lock's primary at this moment (the run's `--aim lock`), for
+/// every fault but a client's pause; returns a note when it could not (`""` when it did).
+pub async fn aim_at_lock(
+    step: &mut crate::nemesis::Step,
+    servers: &[crate::servers::Redis],
+    me: &std::path::Path,
+) -> String {
+    if step.kind == crate::nemesis::FaultKind::PauseClient {
+        return String::new();
+    }
+    let nodes: Vec<String> = servers.iter().map(crate::servers::Redis::addr).collect();
+    let args = ["lock-primary", "--nodes", &nodes.join(",")];
+    let found = crate::servers::helper(&servers[0].node.ns, me, &args).await;
+    match found.as_deref().map(str::trim) {
+        Ok(addr) => match servers.iter().position(|s| s.addr() == addr) {
+            Some(i) => {
+                step.servers = vec![i + 1];
+                String::new()
+            }
+            None => format!(" (not aimed: {addr} is no lock server)"),
+        },
+        Err(e) => format!(" (not aimed: {e})"),
+    }
+}
+
 /// The address of the healthy primary whose slot ranges (fields 9 on of `CLUSTER NODES`)
 /// hold `slot`.
 fn primary_of(text: &str, slot: i64) -> Option<String> {

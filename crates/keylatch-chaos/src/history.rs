@@ -131,3 +131,16 @@ impl Event {
         self
     }
 }
+
+/// The worker (1-based) whose last lock event is an acknowledged acquire, if any.
+pub fn current_holder(history: &[Event], workers: usize) -> Option<usize> {
+    (1..=workers).find(|i| {
+        let name = format!("c{i}");
+        history
+            .iter()
+            .rev()
+            .filter(|e| e.process == name && matches!(e.op, Op::Acquire | Op::Release))
+            .find(|e| e.kind != Kind::Invoke || e.op == Op::Release)
+            .is_some_and(|e| e.op == Op::Acquire && e.kind == Kind::Ok)
+    })
+}

@@ -26,6 +26,9 @@ pub enum Topology {
     Cluster,
     /// As `cluster`, and every acquisition waits for one replica's acknowledgement.
     ClusterAck,
+    /// A three-node ZooKeeper ensemble (`s1`…`s3`, log on disk); the workers connect with a
+    /// `zk://` URL naming the three, with a session timeout of `--lease-ms`.
+    Zk3,
 }
 
 impl Topology {
@@ -33,7 +36,7 @@ impl Topology {
     pub fn servers(self) -> usize {
         match self {
             Topology::Redlock5 => 5,
-            Topology::Sentinel | Topology::SentinelAck => 3,
+            Topology::Sentinel | Topology::SentinelAck | Topology::Zk3 => 3,
             Topology::Cluster | Topology::ClusterAck => 6,
             _ => 1,
         }
@@ -42,6 +45,11 @@ impl Topology {
     /// A Redis Cluster.
     pub fn is_cluster(self) -> bool {
         matches!(self, Topology::Cluster | Topology::ClusterAck)
+    }
+
+    /// A ZooKeeper ensemble.
+    pub fn is_zookeeper(self) -> bool {
+        self == Topology::Zk3
     }
 
     /// Replicas every acquisition waits for.
@@ -61,6 +69,7 @@ impl fmt::Display for Topology {
             Topology::SentinelAck => "sentinel-ack",
             Topology::Cluster => "cluster",
             Topology::ClusterAck => "cluster-ack",
+            Topology::Zk3 => "zk3",
         })
     }
 }

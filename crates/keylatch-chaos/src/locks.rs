@@ -128,7 +128,8 @@ impl Lock {
         }
     }
 
-    /// Takes what `choice` says within `wait`, held for `lease`.
+    /// Takes what `choice` says within `wait`, held for `lease` (`None`: as long as the
+    /// session lasts, on ZooKeeper, which refuses a fixed lease).
     ///
     /// # Errors
     /// The primitive's errors.
@@ -139,16 +140,16 @@ impl Lock {
         &self,
         choice: &Choice,
         wait: Duration,
-        lease: Duration,
+        lease: Option<Duration>,
     ) -> keylatch::Result<Option<Guard>> {
         Ok(match self {
-            Lock::One(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
-            Lock::Fair(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::One),
-            Lock::Red(l) => l.try_lock_for(wait, Some(lease)).await?.map(Guard::Red),
-            Lock::Sem(l) => l.try_acquire_for(wait, Some(lease)).await?.map(Guard::Sem),
+            Lock::One(l) => l.try_lock_for(wait, lease).await?.map(Guard::One),
+            Lock::Fair(l) => l.try_lock_for(wait, lease).await?.map(Guard::One),
+            Lock::Red(l) => l.try_lock_for(wait, lease).await?.map(Guard::Red),
+            Lock::Sem(l) => l.try_acquire_for(wait, lease).await?.map(Guard::Sem),
             Lock::Rw(read, write) => match choice.mode {
-                Some(Mode::Read) => read.try_lock_for(wait, Some(lease)).await?,
-                _ => write.try_lock_for(wait, Some(lease)).await?,
+                Some(Mode::Read) => read.try_lock_for(wait, lease).await?,
+                _ => write.try_lock_for(wait, lease).await?,
             }
             .map(Guard::One),
             Lock::Multi(locks) => {
@@ -158,7 +159,7 @@ impl Lock {
                     .filter(|l| names.iter().any(|n| n == l.name()))
                     .map(|l| Arc::new(l.clone()) as Arc<dyn DistributedLock>);
                 MultiLock::new(parts)?
-                    .try_lock_for(wait, Some(lease))
+                    .try_lock_for(wait, lease)
                     .await?
                     .map(Guard::Multi)
             }

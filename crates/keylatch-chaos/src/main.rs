@@ -1,6 +1,6 @@
 //! `keylatch-chaos`: runs keylatch's primitives in client processes, each in its own network
-//! namespace, against redis-servers in theirs, while a seeded nemesis partitions, pauses and
-//! kills; records every operation and checks the history.
+//! namespace, against redis-servers (or a ZooKeeper ensemble) in theirs, while a seeded
+//! nemesis partitions, pauses and kills; records every operation and checks the history.
 //!
 //! Exit status: 0 when the checker found no violation, 1 when it found one (the shortest
 //! counterexample is printed), 2 when the harness itself failed or was interrupted. The last
@@ -21,6 +21,7 @@ mod run;
 mod servers;
 mod signals;
 mod worker;
+mod zookeeper;
 
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
@@ -39,7 +40,9 @@ use crate::procs::Cleanup;
 #[non_exhaustive]
 pub enum HarnessError {
     /// A program the harness needs is not on PATH.
-    #[error("{0} is not installed (scripts/chaos.sh installs iproute2, nftables, a C compiler)")]
+    #[error(
+        "{0} is not installed (scripts/chaos.sh installs iproute2, nftables, a C compiler, ZooKeeper)"
+    )]
     Missing(String),
     /// A command failed.
     #[error("command failed: {0}")]
@@ -84,7 +87,8 @@ struct RunArgs {
     workload: Workload,
     /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client,
     /// clock-jump, failover (`all` is every one but clock-jump; failover only on the cluster
-    /// topologies, whose `all` adds it).
+    /// topologies, whose `all` adds it; on zk3 each fault hits one server, the leader half
+    /// the time).
     #[arg(long, default_value = "all")]
     nemesis: FaultSet,
     /// Worker processes.
@@ -193,6 +197,16 @@ enum Command {
         #[arg(long)]
         node: String,
     },
+    /// Print each ZooKeeper server's mode (`-` when it does not serve), one line each.
+    #[command(hide = true)]
+    ZkSrvr {
+        /// `ip:port` of every server, separated by `,`.
+        #[arg(long)]
+        addrs: String,
+        /// First wait (at most 40 s) until every one serves.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Print the register's log.
     #[command(hide = true)]
     DumpRegister {
@@ -277,11 +291,16 @@ fn main() -> ExitCode {
         Some(Command::LockPrimary { nodes }) => helper(async move {
             cluster::lock_primary(&nodes.split(',').map(str::to_owned).collect::<Vec<_>>()).await
         }),
+        Some(Command::ZkSrvr { addrs, wait }) => helper(async move {
+            let addrs: Vec<String> = addrs.split(',').map(str::to_owned).collect();
+            zookeeper::srvr_helper(&addrs, wait).await
+        }),
         Some(Command::Check { history, bounds }) => bounds::check_file(&history, &bounds),
         None => harness(cli.run),
     }
 }
 
+/// Prints `line` to stdout at once.
 pub(crate) fn say(line: String) {
     println!("{line}");
     let _ = std::io::stdout().flush();
@@ -299,6 +318,13 @@ fn harness(args: RunArgs) -> ExitCode {
     if (args.topology == Topology::Redlock5) != (args.workload == Workload::Redlock) {
         eprintln!(
             "keylatch-chaos: the redlock workload runs on the redlock5 topology, and only it"
+        );
+        return ExitCode::from(2);
+    }
+    if args.topology.is_zookeeper() && args.workload == Workload::Semaphore {
+        eprintln!(
+            "keylatch-chaos: the semaphore workload does not run on zk3: the facade's semaphore \
+             is Redis only (on ZooKeeper it answers Unsupported), and it needs a fixed lease"
         );
         return ExitCode::from(2);
     }

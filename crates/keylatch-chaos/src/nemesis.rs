@@ -128,6 +128,10 @@ pub struct Step {
     /// the workers from these, pause-server, kill and a server's clock-jump hit these. Empty
     /// with one server (s1).
     pub servers: Vec<usize>,
+    /// Aimed at whichever server leads when it starts (`zk3`), `servers` naming the one hit
+    /// when none does.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub leader: bool,
 }
 
 impl fmt::Display for Step {
@@ -150,7 +154,11 @@ impl fmt::Display for Step {
             } else {
                 "from"
             };
-            write!(f, " {word} {}", ss.join(","))?;
+            if self.leader {
+                write!(f, " {word} the leader (else {})", ss.join(","))?;
+            } else {
+                write!(f, " {word} {}", ss.join(","))?;
+            }
         }
         if self.kind == FaultKind::Loss {
             write!(f, " dropping {}%", self.loss_percent)?;
@@ -233,6 +241,7 @@ pub fn schedule(
             loss_percent,
             clock_ms,
             servers: on_servers,
+            leader: false,
         });
         t += duration_ms + rng.u64(1_000..=4_000);
     }

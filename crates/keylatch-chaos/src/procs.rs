@@ -22,16 +22,43 @@ pub fn spawn_in(
     stdout: Stdio,
     env: &[(String, String)],
 ) -> Result<Child, HarnessError> {
-    Command::new("ip")
+    command_in(ns, program, args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(stdout)
+        .spawn()
+        .map_err(|e| HarnessError::Command(format!("start {} in {ns}: {e}", program.display())))
+}
+
+/// As [`spawn_in`], its stdout and stderr appended to the file `log` (a ZooKeeper server's).
+pub fn spawn_logged_in(
+    ns: &str,
+    program: &Path,
+    args: &[String],
+    log: &Path,
+) -> Result<Child, HarnessError> {
+    let io = |e: std::io::Error| HarnessError::Io(format!("{}: {e}", log.display()));
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(io)?;
+    let err = out.try_clone().map_err(io)?;
+    command_in(ns, program, args)
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| HarnessError::Command(format!("start {} in {ns}: {e}", program.display())))
+}
+
+fn command_in(ns: &str, program: &Path, args: &[String]) -> Command {
+    let mut command = Command::new("ip");
+    command
         .args(["netns", "exec", ns, "setpriv", "--pdeathsig", "KILL", "--"])
         .arg(program)
         .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(stdout)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| HarnessError::Command(format!("start {} in {ns}: {e}", program.display())))
+        .kill_on_drop(true);
+    command
 }
 
 /// Removes what a run created, when dropped (a normal end, an error, a panic) or when

@@ -11,13 +11,14 @@ use tokio::process::Child;
 
 use crate::clock::now_ns;
 use crate::clockshift::ClockShift;
+use crate::history::current_holder;
 use crate::history::{Event, Kind, NEMESIS, Op};
 use crate::nemesis::{self, FaultKind, FaultSet, Step};
 use crate::net::{self, Network, Node};
 use crate::procs::{self, Cleanup};
 pub use crate::servers::find_program;
 use crate::servers::{Redis, helper};
-use crate::{HarnessError, Topology, Workload};
+use crate::{HarnessError, Topology, Workload, zookeeper};
 
 /// Which servers the nemesis hits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,14 +60,19 @@ pub struct Plan {
 impl Plan {
     /// The nemesis's schedule for this plan.
     pub fn schedule(&self) -> Vec<Step> {
-        nemesis::schedule(
+        let steps = nemesis::schedule(
             self.seed,
             self.duration.as_millis() as u64,
             self.workers,
             self.topology.servers(),
             self.lease_ms,
             &self.nemesis,
-        )
+        );
+        if self.topology.is_zookeeper() {
+            zookeeper::aim(steps, self.seed, self.topology.servers())
+        } else {
+            steps
+        }
     }
 }
 
@@ -79,19 +85,6 @@ pub struct Collected {
     pub register_log: Vec<(u64, String)>,
     /// When the workload started (history time).
     pub origin: u64,
-}
-
-/// The worker (1-based) whose last lock event is an acknowledged acquire, if any.
-fn current_holder(history: &[Event], workers: usize) -> Option<usize> {
-    (1..=workers).find(|i| {
-        let name = format!("c{i}");
-        history
-            .iter()
-            .rev()
-            .filter(|e| e.process == name && matches!(e.op, Op::Acquire | Op::Release))
-            .find(|e| e.kind != Kind::Invoke || e.op == Op::Release)
-            .is_some_and(|e| e.op == Op::Acquire && e.kind == Kind::Ok)
-    })
 }
 
 struct Worker {
@@ -122,6 +115,7 @@ pub async fn run(
         find_program(program)?;
     }
     let redis_server = find_program("redis-server")?;
+    let zk = plan.topology.is_zookeeper();
     let workload = plan.workload;
 
     let id = format!("{:x}", std::process::id());
@@ -163,7 +157,8 @@ pub async fn run(
         | Topology::Sentinel
         | Topology::SentinelAck
         | Topology::Cluster
-        | Topology::ClusterAck => None,
+        | Topology::ClusterAck
+        | Topology::Zk3 => None,
         Topology::SingleAof | Topology::Redlock5 => Some("always"),
         Topology::SingleAofEverysec => Some("everysec"),
     };
@@ -180,6 +175,16 @@ pub async fn run(
     };
     let mut servers = Vec::new();
     let primary_ip = server_nodes[0].ip.clone();
+    if zk {
+        // Every server first: each serves only once a quorum runs.
+        servers = zookeeper::ensemble(std::mem::take(&mut server_nodes), &dir)?;
+        for s in &mut servers {
+            s.spawn(cleanup)?;
+        }
+        for s in &servers {
+            s.wait_up(&me).await?;
+        }
+    }
     for (i, node) in server_nodes.into_iter().enumerate() {
         let mut server = Redis::new(node, &redis_server, &dir, persistence);
         if sentinel && i > 0 {
@@ -203,7 +208,9 @@ pub async fn run(
         let nodes = nodes.join(",");
         helper(&oracle.node.ns, &me, &["form-cluster", "--nodes", &nodes]).await?;
     }
-    let urls: Vec<String> = if cluster {
+    let urls: Vec<String> = if zk {
+        vec![zookeeper::url(&servers)]
+    } else if cluster {
         let addrs: Vec<String> = servers.iter().map(Redis::addr).collect();
         vec![format!("redis+cluster://{}", addrs.join(","))]
     } else if sentinel {
@@ -292,31 +299,33 @@ pub async fn run(
             panic!("deliberate panic {after:?} into the run (--panic-after)");
         }
         let mut step = step;
-        // Aimed, the servers it hits are the lock's primary at this moment.
-        let mut aim_note = String::new();
-        if plan.aim == Aim::Lock && step.kind != FaultKind::PauseClient {
-            let nodes: Vec<String> = servers.iter().map(Redis::addr).collect();
-            let args = ["lock-primary", "--nodes", &nodes.join(",")];
-            let found = helper(&servers[0].node.ns, &me, &args).await;
-            match found.as_deref().map(str::trim) {
-                Ok(addr) => match servers.iter().position(|s| s.addr() == addr) {
-                    Some(i) => step.servers = vec![i + 1],
-                    None => aim_note = format!(" (not aimed: {addr} is no lock server)"),
-                },
-                Err(e) => aim_note = format!(" (not aimed: {e})"),
-            }
-        }
+        let aim_note = if plan.aim == Aim::Lock {
+            crate::cluster::aim_at_lock(&mut step, &servers, &me).await
+        } else {
+            String::new()
+        };
         let secs = (now_ns() - origin) as f64 / 1e9;
         say(format!("{secs:8.3}s nemesis: {step}{aim_note}"));
         record(Kind::Invoke, step.to_string());
         let hold = Duration::from_millis(step.duration_ms);
         let targets: Vec<&Worker> = step.workers.iter().map(|w| &workers[w - 1]).collect();
         // The servers it hits: the scheduled ones, or the only one.
-        let hit: Vec<usize> = if step.servers.is_empty() {
+        let mut hit: Vec<usize> = if step.servers.is_empty() {
             vec![0]
         } else {
             step.servers.iter().map(|s| s - 1).collect()
         };
+        if step.leader {
+            let addrs: Vec<String> = servers.iter().map(Redis::addr).collect();
+            let leader = zookeeper::leader(&oracle.node.ns, &me, &addrs).await;
+            if let Some(l) = leader {
+                hit = vec![l];
+            }
+            let at = leader.map_or("none serves as the one leader".to_owned(), |l| {
+                format!("the leader is s{}", l + 1)
+            });
+            record(Kind::Info, at);
+        }
         let hit_ips: Vec<&str> = hit.iter().map(|&i| servers[i].node.ip.as_str()).collect();
         match step.kind {
             FaultKind::Partition | FaultKind::Loss => {
@@ -325,7 +334,9 @@ pub async fn run(
                 } else {
                     100
                 };
-                if (sentinel || cluster) && step.kind == FaultKind::Partition {
+                // On zk3 a partition of every server cuts the workers instead.
+                let split = sentinel || cluster || (zk && hit.len() < servers.len());
+                if split && step.kind == FaultKind::Partition {
                     // Split brain: the hit data nodes keep only the scheduled workers; the
                     // other data nodes, the sentinels and the other workers lose them.
                     let mut others: Vec<&str> = servers

@@ -1,6 +1,6 @@
-//! The servers of a run: a redis-server in its namespace that the nemesis may stop, kill and
-//! start again, and the helper subcommands the harness runs inside namespaces. Imports the
-//! network's nodes and the process helpers.
+//! The servers of a run: a redis-server (or a ZooKeeper JVM) in its namespace that the
+//! nemesis may stop, kill and start again, and the helper subcommands the harness runs inside
+//! namespaces. Imports the network's nodes and the process helpers.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,7 +12,8 @@ use crate::HarnessError;
 use crate::net::Node;
 use crate::procs::{self, Cleanup};
 
-/// A redis-server in its namespace, which the nemesis may stop, kill and start again.
+/// A redis-server in its namespace, which the nemesis may stop, kill and start again; or,
+/// made by [`Redis::zookeeper`], a ZooKeeper server (`zk3`), known up once it serves.
 pub struct Redis {
     /// Its namespace and address.
     pub node: Node,
@@ -24,7 +25,12 @@ pub struct Redis {
     /// Extra environment (the clock shift's preload library).
     pub env: Vec<(String, String)>,
     port: u16,
+    /// A ZooKeeper server's log (its stdout and stderr); `None` for a redis-server.
+    zookeeper_log: Option<PathBuf>,
 }
+
+/// How long `zk-srvr --wait` waits for a ZooKeeper server to serve.
+pub const SERVE_WAIT: Duration = Duration::from_secs(40);
 
 /// The service the sentinels monitor.
 pub const SERVICE: &str = "keylatch";
@@ -67,6 +73,28 @@ impl Redis {
             pid: 0,
             env: Vec::new(),
             port: 6379,
+            zookeeper_log: None,
+        }
+    }
+
+    /// A ZooKeeper server on `node`: `program args` (the JVM), listening for clients on
+    /// `port`, its output appended to `log`.
+    pub fn zookeeper(
+        node: Node,
+        program: &Path,
+        args: Vec<String>,
+        port: u16,
+        log: PathBuf,
+    ) -> Redis {
+        Redis {
+            node,
+            program: program.to_owned(),
+            args,
+            child: None,
+            pid: 0,
+            env: Vec::new(),
+            port,
+            zookeeper_log: Some(log),
         }
     }
 
@@ -132,6 +160,7 @@ impl Redis {
             pid: 0,
             env: Vec::new(),
             port: 26379,
+            zookeeper_log: None,
         })
     }
 
@@ -145,24 +174,55 @@ impl Redis {
         format!("{}:{}", self.node.ip, self.port)
     }
 
-    /// Starts it and waits until it answers.
+    /// Starts it and waits until it answers (a ZooKeeper server: until it serves, which needs
+    /// a quorum).
     ///
     /// # Errors
-    /// It cannot be started or does not answer within 10 s.
+    /// It cannot be started or does not answer within 10 s (a ZooKeeper server: serve within
+    /// 40 s).
     ///
     /// # Cancel safety
     /// Not cancel safe: the process is registered with `cleanup`.
     pub async fn start(&mut self, cleanup: &Cleanup, me: &Path) -> Result<(), HarnessError> {
-        let child = procs::spawn_in(
-            &self.node.ns,
-            &self.program,
-            &self.args,
-            Stdio::null(),
-            &self.env,
-        )?;
+        self.spawn(cleanup)?;
+        self.wait_up(me).await
+    }
+
+    /// Starts it without waiting (an ensemble's servers serve only once a quorum runs).
+    ///
+    /// # Errors
+    /// It cannot be started.
+    pub fn spawn(&mut self, cleanup: &Cleanup) -> Result<(), HarnessError> {
+        let (ns, program, args) = (&self.node.ns, &self.program, &self.args);
+        let child = match &self.zookeeper_log {
+            Some(log) => procs::spawn_logged_in(ns, program, args, log)?,
+            None => procs::spawn_in(ns, program, args, Stdio::null(), &self.env)?,
+        };
         self.pid = child.id().map_or(0, |p| p as i32);
         cleanup.pid(self.pid);
         self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until it answers (see [`start`](Redis::start)).
+    ///
+    /// # Errors
+    /// As [`start`](Redis::start).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only asks.
+    pub async fn wait_up(&self, me: &Path) -> Result<(), HarnessError> {
+        if self.zookeeper_log.is_some() {
+            let args = ["zk-srvr", "--wait", "--addrs", &self.addr()];
+            helper_within(
+                SERVE_WAIT + Duration::from_secs(10),
+                &self.node.ns,
+                me,
+                &args,
+            )
+            .await?;
+            return Ok(());
+        }
         helper(&self.node.ns, me, &["probe", "--url", &self.url()]).await?;
         Ok(())
     }
@@ -189,6 +249,22 @@ impl Redis {
 /// # Cancel safety
 /// Cancel safe: the process is killed when dropped.
 pub async fn helper(ns: &str, me: &Path, args: &[&str]) -> Result<String, HarnessError> {
+    helper_within(Duration::from_secs(30), ns, me, args).await
+}
+
+/// As [`helper`], ending it after `bound`.
+///
+/// # Errors
+/// It fails or does not end within `bound`.
+///
+/// # Cancel safety
+/// Cancel safe: the process is killed when dropped.
+pub async fn helper_within(
+    bound: Duration,
+    ns: &str,
+    me: &Path,
+    args: &[&str],
+) -> Result<String, HarnessError> {
     let run = tokio::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .arg(me)
@@ -196,9 +272,11 @@ pub async fn helper(ns: &str, me: &Path, args: &[&str]) -> Result<String, Harnes
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), run)
+    let out = tokio::time::timeout(bound, run)
         .await
-        .map_err(|_| HarnessError::Command(format!("{} in {ns}: no end within 30 s", args[0])))?
+        .map_err(|_| {
+            HarnessError::Command(format!("{} in {ns}: no end within {bound:?}", args[0]))
+        })?
         .map_err(|e| HarnessError::Command(format!("{} in {ns}: {e}", args[0])))?;
     if !out.status.success() {
         return Err(HarnessError::Command(format!(

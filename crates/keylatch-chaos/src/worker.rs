@@ -8,8 +8,8 @@ use keylatch::redis::{self, AsyncCommands as _};
 use keylatch::{Client, Config};
 
 use crate::clock::now_ns;
-use crate::history::{Event, Kind, Op};
-use crate::locks::Lock;
+use crate::history::{Event, Kind, Mode, Op};
+use crate::locks::{Guard, Lock};
 /// The register's value (the last accepted token) on the oracle.
 pub const REGISTER: &str = "klc:register";
 /// The register's log of accepted writes, `"<token> <write id>"`, in order.
@@ -101,9 +101,18 @@ impl Register {
     }
 }
 
-async fn connect(url: &str, replicas: u32, deadline_ns: u64) -> Result<Client, String> {
-    let config = Config::builder()
-        .url(url.to_owned())
+/// Connects to `url`; on ZooKeeper (`zk://`) with a session timeout of `lease`.
+async fn connect(
+    url: &str,
+    replicas: u32,
+    lease: Duration,
+    deadline_ns: u64,
+) -> Result<Client, String> {
+    let mut config = Config::builder().url(url.to_owned());
+    if url.starts_with("zk://") {
+        config = config.watchdog_timeout(lease);
+    }
+    let config = config
         .replicas(replicas, Duration::from_millis(500))
         .connect_timeout(Duration::from_secs(1))
         .response_timeout(Duration::from_secs(1))
@@ -118,6 +127,32 @@ async fn connect(url: &str, replicas: u32, deadline_ns: u64) -> Result<Client, S
     }
 }
 
+/// The clients (one per URL) and the workload's lock on them.
+async fn open(args: &WorkerArgs, lease: Duration) -> Result<(Vec<Client>, Lock), String> {
+    let mut clients = Vec::new();
+    for url in &args.servers {
+        clients.push(connect(url, args.replicas, lease, args.deadline_ns).await?);
+    }
+    let lock = Lock::new(args.workload, &clients, args.permits).await?;
+    Ok((clients, lock))
+}
+
+/// On ZooKeeper, after an operation whose outcome is unknown: ends the session (its nodes go
+/// with it, as a lease ends on Redis) and opens a new one. keylatch-zookeeper does not retry a
+/// delete that failed with a request timeout, so the node of such a release (or of an
+/// acquisition given up) would otherwise hold the lock as long as the session lives.
+async fn new_session(
+    clients: Vec<Client>,
+    args: &WorkerArgs,
+    lease: Duration,
+) -> Result<(Vec<Client>, Lock), String> {
+    for client in &clients {
+        let _ = tokio::time::timeout(Duration::from_secs(2), client.shutdown()).await;
+    }
+    drop(clients);
+    open(args, lease).await
+}
+
 /// Runs the worker until its deadline; every operation goes to stdout as JSON lines.
 ///
 /// # Errors
@@ -127,11 +162,11 @@ async fn connect(url: &str, replicas: u32, deadline_ns: u64) -> Result<Client, S
 /// Not meant to be cancelled: the process ends with it.
 pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     let me = format!("c{}", args.id);
-    let mut clients = Vec::new();
-    for url in &args.servers {
-        clients.push(connect(url, args.replicas, args.deadline_ns).await?);
-    }
-    let lock = Lock::new(args.workload, &clients, args.permits).await?;
+    let lease = Duration::from_millis(args.lease_ms);
+    // ZooKeeper: no fixed lease; a hold lasts as long as the session, whose timeout is the
+    // lease (see `acquired`).
+    let zk = args.servers.iter().any(|u| u.starts_with("zk://"));
+    let (mut clients, mut lock) = open(&args, lease).await?;
     let permits = match args.workload {
         crate::Workload::Semaphore => Some(args.permits),
         _ => None,
@@ -143,7 +178,6 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     };
     let mut rng =
         fastrand::Rng::with_seed(args.seed ^ (args.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let lease = Duration::from_millis(args.lease_ms);
     let mut writes = 0u64;
     while now_ns() < args.deadline_ns {
         let mut invoke = Event::new(&me, now_ns(), Kind::Invoke, Op::Acquire);
@@ -155,7 +189,7 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         invoke.fifo = lock.fifo().then_some(true);
         emit(&invoke);
         let guard = match lock
-            .try_lock_for(&choice, Duration::from_secs(3), lease)
+            .try_lock_for(&choice, Duration::from_secs(3), (!zk).then_some(lease))
             .await
         {
             Ok(Some(g)) => g,
@@ -166,22 +200,28 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
                 continue;
             }
             Err(e) => {
-                emit(&Event::new(&me, now_ns(), Kind::Info, Op::Acquire).detail(e.to_string()));
+                emit(&Event::new(&me, now_ns(), Kind::Info, Op::Acquire).detail(chain(&e)));
+                if zk {
+                    (clients, lock) = match new_session(clients, &args, lease).await {
+                        Ok(opened) => opened,
+                        Err(_) if now_ns() >= args.deadline_ns => return Ok(()),
+                        Err(e) => return Err(e),
+                    };
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let mut ok = Event::new(&me, now_ns(), Kind::Ok, Op::Acquire);
-        ok.token = guard.fencing_token();
-        ok.owner = guard.owner();
-        ok.valid_until = guard.valid_for().map(|d| ok.time + d.as_nanos() as u64);
-        emit(&ok);
+        emit(&acquired(&me, &guard, zk));
         // One fenced write in the middle of the hold: a holder paused before it writes with a
         // token that may be stale by then.
         let hold = rng.u64(0..=args.max_hold_ms);
         let before = rng.u64(0..=hold);
         tokio::time::sleep(Duration::from_millis(before)).await;
-        if let Some(token) = guard.fencing_token() {
+        // Read holds (ZooKeeper gives them tokens too) share the lock: they do not write.
+        if let Some(token) = guard.fencing_token()
+            && choice.mode != Some(Mode::Read)
+        {
             writes += 1;
             let id = format!("{me}-{writes}");
             let mut inv = Event::new(&me, now_ns(), Kind::Invoke, Op::Write).token(token);
@@ -201,15 +241,50 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
             Err(e @ keylatch::Error::NotHeld { .. }) => {
                 Event::new(&me, now_ns(), Kind::Fail, Op::Release).detail(e.to_string())
             }
-            Err(e) => Event::new(&me, now_ns(), Kind::Info, Op::Release).detail(e.to_string()),
+            Err(e) => Event::new(&me, now_ns(), Kind::Info, Op::Release).detail(chain(&e)),
         };
+        let unknown = done.kind == Kind::Info;
         emit(&done);
+        if zk && unknown {
+            (clients, lock) = match new_session(clients, &args, lease).await {
+                Ok(opened) => opened,
+                Err(_) if now_ns() >= args.deadline_ns => return Ok(()),
+                Err(e) => return Err(e),
+            };
+        }
         tokio::time::sleep(Duration::from_millis(rng.u64(0..=50))).await;
     }
     for client in &clients {
         let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
     }
     Ok(())
+}
+
+/// `err` and its sources, `: `-separated (the store's own error says what went wrong).
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+/// The `ok` of an acquisition. On ZooKeeper no validity deadline is recorded, so the checker
+/// bounds the hold by the acquire's `invoke` + lease (the session timeout): the session, and
+/// with it the hold, cannot expire sooner, as the server heard from the client after the
+/// invoke (the acquire's create) and expires a session only after the timeout without a word.
+/// The guard's own deadline there is unbounded (a hold lasts while the session does), and
+/// `ok` + lease would not be safe: the session may have been silent since before the `ok`.
+fn acquired(me: &str, guard: &Guard, zk: bool) -> Event {
+    let mut ok = Event::new(me, now_ns(), Kind::Ok, Op::Acquire);
+    ok.token = guard.fencing_token();
+    ok.owner = guard.owner();
+    if !zk {
+        ok.valid_until = guard.valid_for().map(|d| ok.time + d.as_nanos() as u64);
+    }
+    ok
 }
 
 /// Waits until the server at `url` answers PING, at most `timeout`.

@@ -252,12 +252,79 @@ fn a_cluster_with_acknowledgement_keeps_readers_and_writers_apart_across_failove
 }
 
 #[test]
+#[ignore = "needs root, iproute2, nftables and ZooKeeper; scripts/chaos.sh --ci runs it"]
+fn a_zookeeper_ensemble_keeps_the_lock_across_kills_of_its_leader() {
+    let history = std::env::temp_dir().join(format!("klc-zk3-{}.jsonl", std::process::id()));
+    let (mut child, rx) = start(&[
+        "--seed",
+        "1",
+        "--minutes",
+        "0.4",
+        "--topology",
+        "zk3",
+        "--nemesis",
+        "kill",
+        "--workers",
+        "3",
+        "--history",
+        &history.to_string_lossy(),
+    ]);
+    let prefix = prefix_of(&wait_for(
+        &rx,
+        "network: namespaces",
+        Duration::from_secs(60),
+    ));
+    wait_for(&rx, "zk://", Duration::from_secs(120));
+    let last = wait_for(&rx, "violations in", Duration::from_secs(120));
+    assert_eq!(exit_code(&mut child, Duration::from_secs(30)), 0, "{last}");
+    let text = std::fs::read_to_string(&history).expect("the history");
+    let _ = std::fs::remove_file(&history);
+    // Seed 1 aims a kill at the leader, which the harness found by asking `srvr`.
+    assert!(
+        text.contains("the leader is s"),
+        "no kill aimed at the leader"
+    );
+    assert!(text.contains(r#""type":"ok","f":"acquire""#));
+    assert_nothing_left(&prefix);
+}
+
+#[test]
+fn zk3_refuses_the_semaphore_and_redlock_workloads() {
+    for (workload, says) in [
+        ("semaphore", "the semaphore workload does not run on zk3"),
+        (
+            "redlock",
+            "the redlock workload runs on the redlock5 topology",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["--seed", "1", "--minutes", "0.01", "--topology", "zk3"])
+            .args(["--workload", workload])
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{workload}: {stderr}");
+        assert!(stderr.contains(says), "{workload}: {stderr}");
+    }
+}
+
+#[test]
 fn bad_arguments_exit_with_2() {
     for args in [
         &["--seed", "1", "--minutes", "0"][..],
         &["--seed", "1", "--nemesis", "clock"],
         // Failovers are for the cluster topologies.
         &["--seed", "1", "--nemesis", "failover"],
+        // No semaphore and no RedLock on ZooKeeper.
+        &[
+            "--seed",
+            "1",
+            "--topology",
+            "zk3",
+            "--workload",
+            "semaphore",
+        ],
+        &["--seed", "1", "--topology", "zk3", "--workload", "redlock"],
         &["--seed", "x"],
         &["--minutes", "1"],
     ] {
