@@ -75,6 +75,7 @@ mod path;
 mod rwlock;
 mod semaphore;
 mod session;
+mod tls;
 mod url;
 mod watch;
 
