@@ -54,7 +54,7 @@ pub struct ConnectionArgs {
     #[arg(long, global = true, help_heading = "Connection", value_name = "FILE")]
     pub password_file: Option<std::path::PathBuf>,
 
-    /// Connect over TLS (turns redis:// into rediss://).
+    /// Connect over TLS (turns redis:// into rediss://, zk:// into zk+tls://).
     #[arg(long, global = true, help_heading = "Connection")]
     pub tls: bool,
 

@@ -109,12 +109,15 @@ pub fn config(args: &ConnectionArgs) -> Result<Config, Failure> {
 }
 
 /// `url` with TLS: `redis://` becomes `rediss://`, `redis+sentinel://` `rediss+sentinel://`,
-/// `redis+cluster://` `rediss+cluster://`.
+/// `redis+cluster://` `rediss+cluster://`, `zk://` `zk+tls://`.
 fn with_tls(url: &str) -> String {
     for scheme in ["redis://", "redis+sentinel://", "redis+cluster://"] {
         if url.starts_with(scheme) {
             return format!("{}s{}", &scheme[..5], &url[5..]);
         }
+    }
+    if let Some(rest) = url.strip_prefix("zk://") {
+        return format!("zk+tls://{rest}");
     }
     url.to_owned()
 }

@@ -9,7 +9,7 @@ const SECRET_PARAM: &str = "pass";
 
 /// The schemes keylatch reads (compared without case). Text before the first `:` that is not
 /// one of them is not taken for a scheme when a URL does not parse: it may be a password.
-const SCHEMES: [&str; 12] = [
+const SCHEMES: [&str; 13] = [
     "redis",
     "rediss",
     "valkey",
@@ -21,6 +21,7 @@ const SCHEMES: [&str; 12] = [
     "redis+cluster",
     "rediss+cluster",
     "zk",
+    "zk+tls",
     "zookeeper",
 ];
 
@@ -278,6 +279,10 @@ mod tests {
             ("default:hunter2", "***"),
             // A known scheme's name in the user's place is not a scheme.
             ("zk:hunter2", "***"),
+            (
+                "zk+tls://app:hunter2@z1:2281,z2:2281/app",
+                "zk+tls://***@z1:2281,z2:2281/app",
+            ),
             ("redis:hunter2@db", "***@db"),
             ("redis://default:hunter2", "redis://***"),
             ("redis://db:notaport", "redis://***"),

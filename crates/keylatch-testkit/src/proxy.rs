@@ -1,4 +1,5 @@
-//! A TCP proxy that injects network faults between a client and a Redis server.
+//! A TCP proxy that injects network faults between a client and a server (Redis, or a
+//! ZooKeeper server: it forwards bytes, whatever the protocol).
 
 use std::io;
 use std::net::SocketAddr;

@@ -20,6 +20,7 @@ use crate::process::{LaunchError, Launched, spawn_watchdog};
 
 mod ensemble;
 mod launch;
+mod secure;
 
 use crate::support::{file_len, release_port, reserve_free_port, tail};
 pub use ensemble::ZooKeeperEnsemble;
@@ -95,6 +96,8 @@ pub struct ZooKeeperServer {
     /// Every port reserved for this server (client, and for a node its quorum and
     /// election ports), released on drop.
     reserved: Vec<u16>,
+    /// `Some` for a server that serves clients over TLS only ([`ZooKeeperServer::start_tls`]).
+    secure: Option<crate::ClientAuth>,
     child: Option<Child>,
     watchdog: Option<Child>,
 }
@@ -150,6 +153,7 @@ impl ZooKeeperServer {
             dir,
             myid,
             reserved,
+            secure: None,
             child: None,
             watchdog: None,
         };
@@ -167,15 +171,19 @@ impl ZooKeeperServer {
              syncLimit=5\n\
              maxSessionTimeout={}\n\
              dataDir={}\n\
-             clientPort={}\n\
-             clientPortAddress={HOST}\n\
              admin.enableServer=false\n\
              4lw.commands.whitelist=*\n\
              forceSync=no\n",
             TICK_MS * 120,
             data.display(),
-            self.port,
         );
+        match self.secure {
+            None => text.push_str(&format!(
+                "clientPort={}\nclientPortAddress={HOST}\n",
+                self.port
+            )),
+            Some(auth) => text.push_str(&secure::config(&self.dir, self.port, auth)),
+        }
         for peer in peers {
             text.push_str(&format!(
                 "server.{}={HOST}:{}:{}\n",
@@ -250,7 +258,8 @@ impl ZooKeeperServer {
     }
 
     /// The server's `Mode:` from `srvr`: `"standalone"`, `"leader"` or `"follower"`;
-    /// `None` if it does not answer or does not serve (no quorum, electing).
+    /// `None` if it does not answer or does not serve (no quorum, electing), and always for
+    /// a [TLS server](ZooKeeperServer::start_tls) (its port takes no plain four-letter word).
     pub fn mode(&self) -> Option<String> {
         mode_of(&self.four_letter_word("srvr").ok()?)
     }
@@ -323,7 +332,8 @@ impl ZooKeeperServer {
             match launch(&self.dir, self.main_class()) {
                 Ok(launched) => {
                     self.adopt(launched);
-                    if self.myid.is_none() {
+                    // A TLS server was seen serving by `launch` (it answers no plain `srvr`).
+                    if self.myid.is_none() && self.secure.is_none() {
                         self.wait_serving(deadline)?;
                     }
                     return Ok(());

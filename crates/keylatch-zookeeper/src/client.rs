@@ -1,9 +1,10 @@
 //! [`ZkClient`]: one ZooKeeper session and the locks made on it, and its [`ZkConfig`].
 //!
-//! May import: keylatch-core, zookeeper-client, `session`, `watch`, `url`, `path`, and the
-//! recipes (`mutex`, `semaphore`, `rwlock`), which never import this file.
+//! May import: keylatch-core, zookeeper-client, `session`, `watch`, `url`, `path`, `tls`, and
+//! the recipes (`mutex`, `semaphore`, `rwlock`), which never import this file.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use crate::path::{check_path, lock_path};
 use crate::rwlock::ZkReadWriteLock;
 use crate::semaphore::ZkSemaphore;
 use crate::session::Shared;
+use crate::tls::TlsPaths;
 use crate::url::parse;
 use crate::watch::{DisconnectLoss, Reopen};
 
@@ -40,6 +42,8 @@ pub struct ZkConfig {
     connection_timeout: Duration,
     base_path: String,
     disconnect_loss: DisconnectLoss,
+    /// The TLS files of a `zk+tls://` URL (paths only).
+    tls: TlsPaths,
     /// What every store shares: the release and shutdown timeouts, the settle window.
     hold: HoldSettings,
 }
@@ -51,6 +55,7 @@ impl Default for ZkConfig {
             connection_timeout: Duration::from_secs(5),
             base_path: "/keylatch".to_owned(),
             disconnect_loss: DisconnectLoss::default(),
+            tls: TlsPaths::default(),
             hold: HoldSettings::default().with_settle_window(Duration::from_secs(10)),
         }
     }
@@ -80,6 +85,26 @@ impl ZkConfig {
     /// [`DisconnectLoss::AfterSessionTimeout`].
     pub fn with_disconnect_loss(mut self, policy: DisconnectLoss) -> Self {
         self.disconnect_loss = policy;
+        self
+    }
+
+    /// For `zk+tls://` (required there): a PEM file of the CA certificates the servers'
+    /// certificates are verified against (the CA of ZooKeeper's `ssl.keyStore`). The server is
+    /// also checked to be the host the URL names.
+    pub fn with_tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// For `zk+tls://` servers that require a client certificate (`ssl.clientAuth=need`): a
+    /// PEM certificate signed by a CA of the server's `ssl.trustStore`, and its PEM private
+    /// key. Read at connect; the key never shows in `Debug` or in errors.
+    pub fn with_tls_client_cert(
+        mut self,
+        cert_file: impl Into<PathBuf>,
+        key_file: impl Into<PathBuf>,
+    ) -> Self {
+        self.tls.client_cert = Some((cert_file.into(), key_file.into()));
         self
     }
 
@@ -156,18 +181,25 @@ impl ZkClient {
 
     /// Connects to `zk://[user:password@]host:port[,host:port…][/chroot]`: a session on one
     /// of the hosts, digest credentials when given (nodes are then created with the creator's
-    /// ACL), the chroot created when missing.
+    /// ACL), the chroot created when missing. `zk+tls://…` (the `tls` feature) connects to
+    /// ZooKeeper's `secureClientPort` on every host, verified against
+    /// [`with_tls_ca_file`](ZkConfig::with_tls_ca_file).
     ///
     /// # Errors
-    /// [`Error::InvalidUrl`], [`Error::InvalidConfig`] (nothing sent); [`Error::Connect`] when
-    /// no session could be established; [`Error::Auth`] when the credentials are refused. The
-    /// password never appears in an error.
+    /// [`Error::InvalidUrl`], [`Error::InvalidConfig`] (nothing sent: also for `zk+tls://`
+    /// without a CA or without the `tls` feature, and for TLS files with `zk://`),
+    /// [`Error::TlsFile`] for a TLS file that cannot be read; [`Error::Connect`] when no
+    /// session could be established (within the session timeout: with `zk+tls://` to a
+    /// plaintext port its source says so); [`Error::TlsVerification`] when a server's
+    /// certificate (or the client's) is refused; [`Error::Auth`] when the credentials are
+    /// refused. The password and the private key never appear in an error.
     ///
     /// # Cancel safety
     /// Cancel safe: a session being established is closed when the future is dropped.
     pub async fn connect_with(url: &str, config: ZkConfig) -> Result<ZkClient> {
         config.validate()?;
         let url = parse(url)?;
+        let tls = crate::tls::load(&config.tls, url.tls, &url.hosts, &url.redacted)?.map(Arc::new);
         let connect_error = |err: zk::Error| match err {
             zk::Error::AuthFailed | zk::Error::NoAuth => Error::Auth(StoreError::new(err)),
             err => Error::Connect {
@@ -187,8 +219,16 @@ impl ZkClient {
             digest: url.digest_bytes().map(<[u8]>::to_vec),
             chroot: url.chroot.clone(),
             acls,
+            tls,
         };
-        let mut client = reopen.connect().await.map_err(connect_error)?;
+        let mut client = match reopen.connect().await {
+            Ok(client) => client,
+            Err(err) => {
+                return Err(tls_failure(&reopen, &url.redacted, &config)
+                    .await
+                    .unwrap_or_else(|| connect_error(err)));
+            }
+        };
         if let Some(chroot) = &url.chroot {
             let options = zk::CreateMode::Persistent.with_acls(acls);
             client
@@ -317,6 +357,17 @@ impl ZkClient {
         }
         result
     }
+}
+
+/// Why a `zk+tls://` connect failed, when a handshake of our own can tell.
+async fn tls_failure(reopen: &crate::watch::Reopen, url: &str, config: &ZkConfig) -> Option<Error> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &reopen.tls {
+        let (hosts, url) = (reopen.hosts.clone(), url.to_owned());
+        return crate::tls::diagnose(tls.clone(), hosts, config.connection_timeout, url).await;
+    }
+    let _ = (reopen, url, config);
+    None
 }
 
 fn store_err(err: zk::Error, client: &zk::Client) -> Error {

@@ -2,7 +2,9 @@
 //! behind keylatch's core [`DistributedLock`](keylatch_core::DistributedLock) trait, on the
 //! [`zookeeper-client`](https://docs.rs/zookeeper-client) crate.
 //!
-//! - [`ZkClient`]: one ZooKeeper session (`zk://[user:password@]host:port[,…][/chroot]`), its
+//! - [`ZkClient`]: one ZooKeeper session (`zk://[user:password@]host:port[,…][/chroot]`, or
+//!   `zk+tls://…` for ZooKeeper's TLS port with the `tls` feature: see
+//!   [`ZkConfig::with_tls_ca_file`]), its
 //!   base path for lock names, and a session watcher that marks every hold lost when the
 //!   session ends or a disconnection outlasts a bound ([`DisconnectLoss`]), and opens a new
 //!   session after an expiry (Curator's reconnection after LOST).
@@ -75,6 +77,7 @@ mod path;
 mod rwlock;
 mod semaphore;
 mod session;
+mod tls;
 mod url;
 mod watch;
 

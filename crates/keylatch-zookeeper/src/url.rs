@@ -1,5 +1,5 @@
-//! `zk://` URLs: hosts, an optional chroot and optional digest credentials, parsed into a
-//! [`ZkUrl`] whose credentials never show in `Debug` or in errors.
+//! `zk://` and `zk+tls://` URLs: hosts, an optional chroot and optional digest credentials,
+//! parsed into a [`ZkUrl`] whose credentials never show in `Debug` or in errors.
 //!
 //! May import: keylatch-core only (no other file of this crate).
 
@@ -17,11 +17,18 @@ impl UrlError {
     pub(crate) fn chroot() -> UrlError {
         UrlError("the chroot is not a valid path")
     }
+
+    #[cfg(feature = "tls")]
+    pub(crate) fn server_name() -> UrlError {
+        UrlError("a host name is not a valid TLS server name")
+    }
 }
 
-/// A parsed `zk://[user:password@]host:port[,host:port…][/chroot]`.
+/// A parsed `zk://[user:password@]host:port[,host:port…][/chroot]` (or `zk+tls://…`).
 #[derive(Clone)]
 pub(crate) struct ZkUrl {
+    /// `zk+tls://`: every host is a TLS port (ZooKeeper's `secureClientPort`).
+    pub(crate) tls: bool,
     /// `host:port,host:port`, as zookeeper-client's connect string takes it.
     pub(crate) hosts: String,
     /// The chroot (`/app`), or `None`.
@@ -54,13 +61,18 @@ fn invalid(url: &str, reason: &'static str) -> Error {
     }
 }
 
-/// Parses a `zk://` URL.
+/// Parses a `zk://` or `zk+tls://` URL (the scheme in any case).
 ///
 /// # Errors
 /// [`Error::InvalidUrl`] (the URL in it has its password masked).
 pub(crate) fn parse(url: &str) -> Result<ZkUrl> {
-    let Some(rest) = url.strip_prefix("zk://") else {
-        return Err(invalid(url, "the scheme must be zk://"));
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let tls = if scheme.eq_ignore_ascii_case("zk") {
+        false
+    } else if scheme.eq_ignore_ascii_case("zk+tls") {
+        true
+    } else {
+        return Err(invalid(url, "the scheme must be zk:// or zk+tls://"));
     };
     let (authority, chroot) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -105,6 +117,7 @@ pub(crate) fn parse(url: &str) -> Result<ZkUrl> {
         }
     };
     Ok(ZkUrl {
+        tls,
         hosts: hosts.to_owned(),
         chroot,
         digest,
@@ -125,10 +138,16 @@ mod tests {
         assert!(!format!("{url:?}").contains("S3cret"));
 
         let plain = parse("zk://127.0.0.1:2181").unwrap();
-        assert!(plain.digest.is_none() && plain.chroot.is_none());
+        assert!(plain.digest.is_none() && plain.chroot.is_none() && !plain.tls);
+        let secure = parse("ZK+TLS://app:S3cret@localhost:2281/app").unwrap();
+        assert!(secure.tls && secure.hosts == "localhost:2281");
+        assert!(!format!("{secure:?}").contains("S3cret"));
 
         for bad in [
             "redis://h:1",
+            "zks://h:1",
+            "zk+tls:/h:1",
+            "zk+tls://",
             "zk://",
             "zk://h",
             "zk://h:x",

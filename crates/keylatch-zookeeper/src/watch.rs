@@ -5,7 +5,7 @@
 //! reconnects, so they block no one. After an expiry it opens a new session ([`Reopen`]), as
 //! Curator does after LOST, so the client's later acquisitions work again.
 //!
-//! May import: keylatch-core, zookeeper-client, `session`.
+//! May import: keylatch-core, zookeeper-client, `session`, `tls`.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -47,6 +47,9 @@ pub(crate) struct Reopen {
     pub(crate) chroot: Option<String>,
     /// The ACLs the chroot is created with.
     pub(crate) acls: zk::Acls<'static>,
+    /// The CA and client certificate of a `zk+tls://` URL (every host is then a TLS port).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) tls: Option<Arc<crate::tls::TlsMaterial>>,
 }
 
 impl Reopen {
@@ -57,6 +60,14 @@ impl Reopen {
             .with_connection_timeout(self.connection_timeout);
         if let Some(digest) = &self.digest {
             connector = connector.with_auth("digest", digest);
+        }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            crate::tls::install_crypto_provider();
+            return connector
+                .with_tls(tls.options()?)
+                .secure_connect(&self.hosts)
+                .await;
         }
         connector.connect(&self.hosts).await
     }

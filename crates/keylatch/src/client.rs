@@ -83,7 +83,8 @@ impl Client {
     /// against the system's roots), `redis+unix://`, `redis+sentinel://host:port,…/service`
     /// (see [`Config::url`]), or, with the `zookeeper` feature,
     /// `zk://[user:password@]host:port[,host:port…][/chroot]` (a ZooKeeper ensemble; see
-    /// `Client::connect_zookeeper` for its settings).
+    /// `Client::connect_zookeeper` for its settings) and, with `zookeeper-tls`, `zk+tls://…`
+    /// (its TLS port: give the CA in [`Config::tls`], see [`connect_with`](Client::connect_with)).
     ///
     /// # Errors
     /// [`Error::InvalidUrl`](crate::Error::InvalidUrl), [`Error::Connect`](crate::Error::Connect)
@@ -110,12 +111,17 @@ impl Client {
     /// A `zk://` URL connects to ZooKeeper: the session timeout asked for is
     /// [`Config::watchdog_timeout`] (how long a crashed holder keeps its locks, as on Redis;
     /// the server bounds it), the release and shutdown timeouts are `config`'s, and the other
-    /// Redis settings do not apply there.
+    /// Redis settings do not apply there. A `zk+tls://` URL (the `zookeeper-tls` feature) takes
+    /// its TLS files from [`Config::tls`] as `rediss://` does: `ca_file` (required: the
+    /// server's certificate is verified against it), `cert_file` and `key_file` for a server
+    /// with `ssl.clientAuth=need`; `insecure` is refused there.
     ///
     /// # Errors
-    /// As [`connect`](Client::connect), and [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    /// As [`connect`](Client::connect), and [`Error::InvalidConfig`](crate::Error::InvalidConfig),
+    /// [`Error::TlsFile`](crate::Error::TlsFile).
     /// A `zk://` URL in a build without the `zookeeper` feature is
-    /// [`Error::InvalidUrl`](crate::Error::InvalidUrl).
+    /// [`Error::InvalidUrl`](crate::Error::InvalidUrl); a `zk+tls://` URL without
+    /// `zookeeper-tls` is [`Error::InvalidConfig`](crate::Error::InvalidConfig).
     pub async fn connect_with(config: Config) -> Result<Client> {
         if is_zookeeper_url(config.url.expose_secret()) {
             let zk = crate::zk::connect(&config).await?;

@@ -21,10 +21,12 @@ pub(crate) enum Inner<R, Z> {
     ZooKeeper(Z),
 }
 
-/// Whether `url` names a ZooKeeper ensemble (`zk://`).
+/// Whether `url` names a ZooKeeper ensemble (`zk://`, or `zk+tls://` for its TLS port).
 pub(crate) fn is_zookeeper_url(url: &str) -> bool {
-    url.get(..5)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("zk://"))
+    ["zk://", "zk+tls://"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    })
 }
 
 /// What a method with no ZooKeeper form answers on a ZooKeeper client.

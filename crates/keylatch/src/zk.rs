@@ -67,13 +67,33 @@ mod on {
 
     /// Connects to the ensemble of `config.url`: the session timeout asked for is
     /// `config.watchdog_timeout` (how long a crashed holder keeps its locks, on either store),
-    /// the release and shutdown timeouts are `config`'s, the rest ZooKeeper's defaults (see
-    /// [`ZkConfig`]).
+    /// the release and shutdown timeouts are `config`'s, the TLS files `config.tls`'s (for
+    /// `zk+tls://`), the rest ZooKeeper's defaults (see [`ZkConfig`]).
     pub(crate) async fn connect(config: &Config) -> Result<ZkClient> {
-        let zk = ZkConfig::default()
+        let mut zk = ZkConfig::default()
             .with_session_timeout(config.watchdog_timeout)
             .with_release_timeout(config.release_timeout)
             .with_shutdown_timeout(config.shutdown_timeout);
+        let invalid = |field, reason| Err(Error::InvalidConfig { field, reason });
+        if config.tls.insecure {
+            return invalid(
+                "tls.insecure",
+                "ZooKeeper's TLS always verifies the server: give its CA in tls.ca_file",
+            );
+        }
+        if let Some(ca) = &config.tls.ca_file {
+            zk = zk.with_tls_ca_file(ca);
+        }
+        match (&config.tls.cert_file, &config.tls.key_file) {
+            (Some(cert), Some(key)) => zk = zk.with_tls_client_cert(cert, key),
+            (None, None) => {}
+            _ => {
+                return invalid(
+                    "tls",
+                    "a client certificate needs both cert_file and key_file",
+                );
+            }
+        }
         let url = config.url.expose_secret().to_owned();
         let connecting: Boxed<'static, Result<keylatch_zookeeper::ZkClient>> =
             Box::pin(async move { keylatch_zookeeper::ZkClient::connect_with(&url, zk).await });

@@ -8,7 +8,8 @@ use deadpool_redis::redis;
 #[cfg(feature = "tls")]
 use keylatch_core::{Error, Result};
 
-/// TLS settings, used for `rediss://` and `rediss+sentinel://` URLs.
+/// TLS settings, used for `rediss://` and `rediss+sentinel://` URLs (and, by the facade, for
+/// `zk+tls://`: the CA and client certificate of ZooKeeper's TLS port).
 ///
 /// By default the server's certificate is verified against the system's trusted roots. Set
 /// [`ca_file`](TlsConfig::ca_file) to verify it against your own CA instead, and

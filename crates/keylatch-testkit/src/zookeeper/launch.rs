@@ -45,13 +45,18 @@ pub(super) fn log_tail(dir: &Path, from: u64) -> String {
 }
 
 /// Spawns the JVM for the server in `dir` and waits until it answers four-letter words
-/// as itself (`envi` shows `user.dir` = `dir`, so not another process on the port).
+/// as itself (`envi` shows `user.dir` = `dir`, so not another process on the port). A TLS
+/// server (`secureClientPort`, no plain port) is waited for by its log instead.
 pub(super) fn launch(dir: &Path, main_class: &str) -> Result<Launched, LaunchError> {
     let fatal = LaunchError::Fatal;
     let config = fs::read_to_string(dir.join(CONFIG_FILE)).map_err(fatal)?;
+    let secure = config.lines().any(|l| l.starts_with("secureClientPort="));
     let port: u16 = config
         .lines()
-        .find_map(|l| l.strip_prefix("clientPort="))
+        .find_map(|l| {
+            l.strip_prefix("clientPort=")
+                .or_else(|| l.strip_prefix("secureClientPort="))
+        })
         .and_then(|p| p.trim().parse().ok())
         .ok_or_else(|| fatal(io::Error::other("no clientPort in zoo.cfg")))?;
     let log_path = dir.join(LOG_FILE);
@@ -66,6 +71,13 @@ pub(super) fn launch(dir: &Path, main_class: &str) -> Result<Launched, LaunchErr
     if Path::new(SLF4J_SIMPLE_JAR).is_file() {
         class_path.push(':');
         class_path.push_str(SLF4J_SIMPLE_JAR);
+    }
+    if secure {
+        // Netty's TLS handler needs these; the server jar's manifest does not list them.
+        for jar in super::secure::NETTY_JARS {
+            class_path.push(':');
+            class_path.push_str(jar);
+        }
     }
     let mut child = Command::new(JAVA_BIN)
         .args([
@@ -105,7 +117,12 @@ pub(super) fn launch(dir: &Path, main_class: &str) -> Result<Launched, LaunchErr
                 LaunchError::Fatal(io::Error::other(msg))
             });
         }
-        if let Ok(envi) = four_letter_word(port, "envi") {
+        if secure {
+            if super::secure::serving(dir, log_start, port) {
+                let watchdog = spawn_watchdog(pid);
+                return Ok(Launched { child, watchdog });
+            }
+        } else if let Ok(envi) = four_letter_word(port, "envi") {
             if envi.lines().any(|l| l.trim() == own_dir) {
                 let watchdog = spawn_watchdog(pid);
                 return Ok(Launched { child, watchdog });
