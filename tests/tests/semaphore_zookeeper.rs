@@ -67,7 +67,7 @@ async fn a_semaphore_of_two_never_has_more_than_two_holders_across_tasks_and_cli
                     now.push(t);
                     most.fetch_max(now.len(), Ordering::SeqCst);
                 }
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                tokio::time::sleep(Duration::from_millis(25)).await;
                 inside.lock().await.retain(|&held| held != t);
                 permit.release().await.unwrap();
             }
@@ -86,12 +86,20 @@ async fn a_semaphore_of_two_never_has_more_than_two_holders_across_tasks_and_cli
         .collect();
     let first = locks[0].lock().await.unwrap();
     let second = locks[1].lock().await.unwrap();
-    assert!(locks[2].try_lock().await.unwrap().is_none(), "a third guard");
+    assert!(
+        locks[2].try_lock().await.unwrap().is_none(),
+        "a third guard"
+    );
     assert!(locks[2].is_locked().await.unwrap(), "every permit taken");
     assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     first.unlock().await.unwrap();
     second.unlock().await.unwrap();
-    assert!(eventually(Duration::from_secs(10), || async { leases(&name).await.is_empty() }).await);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            leases(&name).await.is_empty()
+        })
+        .await
+    );
     for client in clients {
         client.shutdown().await.unwrap();
     }
@@ -109,13 +117,22 @@ async fn a_waiter_takes_a_released_permit_and_available_permits_counts_the_lease
     assert!(first.id().is_some_and(|id| id.contains("lease-")));
     assert!(semaphore.exists().await.unwrap());
     assert_eq!(semaphore.available_permits().await.unwrap(), 1);
-    let second = semaphore.try_acquire().await.unwrap().expect("a second permit");
+    let second = semaphore
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("a second permit");
     assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     assert!(semaphore.try_acquire().await.unwrap().is_none());
     let waiter = b.semaphore(&name).with_permits(2);
     let waiting = tokio::spawn(async move { waiter.acquire().await });
     // The waiter's lease node is there (it waits for the leases to drop to two).
-    assert!(eventually(Duration::from_secs(10), || async { leases(&name).await.len() == 3 }).await);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            leases(&name).await.len() == 3
+        })
+        .await
+    );
     assert!(!waiting.is_finished(), "the waiter took a third permit");
     first.release().await.unwrap();
     let third = waiting.await.unwrap().expect("the waiter's permit");
@@ -143,7 +160,12 @@ async fn a_dropped_acquisition_leaves_no_lease_node() {
             let other = semaphore.clone();
             tokio::spawn(async move { other.acquire().await.map(drop) })
         };
-        assert!(eventually(Duration::from_secs(10), || async { leases(&name).await.len() == 2 }).await);
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                leases(&name).await.len() == 2
+            })
+            .await
+        );
         waiting.abort();
         assert!(waiting.await.unwrap_err().is_cancelled());
         assert!(
@@ -185,7 +207,11 @@ async fn what_has_no_zookeeper_form_answers_unsupported_and_writes_nothing() {
         bare.available_permits().await,
         Err(Error::InvalidPermits { .. })
     ));
-    assert!(tree(&name).await.is_empty(), "written: {:?}", tree(&name).await);
+    assert!(
+        tree(&name).await.is_empty(),
+        "written: {:?}",
+        tree(&name).await
+    );
     let mut permit = expiring.acquire().await.unwrap();
     assert_eq!(expiring.permits().await.unwrap(), Some(2));
     assert_eq!(expiring.acquired_permits().await.unwrap(), 1);
@@ -193,7 +219,10 @@ async fn what_has_no_zookeeper_form_answers_unsupported_and_writes_nothing() {
     let before = tree(&name).await;
     assert_eq!(before.iter().filter(|n| n.contains("lease-")).count(), 1);
     unsupported(plain.try_set_permits(3).await, "try_set_permits");
-    unsupported(plain.try_set_permits_with_ttl(3, long).await, "try_set_permits_with_ttl");
+    unsupported(
+        plain.try_set_permits_with_ttl(3, long).await,
+        "try_set_permits_with_ttl",
+    );
     unsupported(plain.set_permits(3).await, "set_permits");
     unsupported(plain.add_permits(1).await, "add_permits");
     unsupported(plain.drain_permits().await, "drain_permits");
@@ -221,7 +250,10 @@ async fn what_has_no_zookeeper_form_answers_unsupported_and_writes_nothing() {
     unsupported(expiring.try_set_permits(3).await, "try_set_permits");
     unsupported(expiring.set_permits(3).await, "set_permits");
     unsupported(expiring.add_permits(1).await, "add_permits");
-    unsupported(expiring.acquire_with_lease(long).await, "acquire_with_lease");
+    unsupported(
+        expiring.acquire_with_lease(long).await,
+        "acquire_with_lease",
+    );
     unsupported(expiring.try_acquire_for(long, Some(long)).await, "a lease");
     unsupported(
         expiring
@@ -236,8 +268,14 @@ async fn what_has_no_zookeeper_form_answers_unsupported_and_writes_nothing() {
         expiring.try_release_many(&[permit.id()]).await,
         "try_release_many",
     );
-    unsupported(expiring.remaining_lease(permit.id()).await, "remaining_lease");
-    unsupported(expiring.update_lease(permit.id(), long).await, "update_lease");
+    unsupported(
+        expiring.remaining_lease(permit.id()).await,
+        "remaining_lease",
+    );
+    unsupported(
+        expiring.update_lease(permit.id(), long).await,
+        "update_lease",
+    );
     unsupported(expiring.adopt(permit.id()).await, "adopt");
     unsupported(expiring.delete().await, "delete");
     unsupported(expiring.expire(long).await, "expire");
@@ -296,7 +334,12 @@ async fn a_curator_semaphore_and_the_facades_contend_on_the_same_path() {
     // A facade waiter takes Curator's permit once Curator gives it back.
     let waiter = semaphore.clone();
     let waiting = tokio::spawn(async move { waiter.acquire().await });
-    assert!(eventually(Duration::from_secs(10), || async { leases(&name).await.len() == 3 }).await);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            leases(&name).await.len() == 3
+        })
+        .await
+    );
     assert!(!waiting.is_finished(), "the facade took a third lease");
     curator.release(&curators).await;
     let theirs = waiting.await.unwrap().unwrap();

@@ -6,8 +6,8 @@ use keylatch_core::{Owner, OwnerId, Result};
 
 use keylatch_redis::{ClientStats, Config, LuaScript};
 
-use crate::locks::{FairLock, Kind, ReentrantLock};
 use crate::expirable::PermitExpirableSemaphore;
+use crate::locks::{FairLock, Kind, ReentrantLock};
 use crate::redis_only::{CountDownLatch, MultiValueLock, SpinLock};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;

@@ -47,9 +47,9 @@ fn refused(operation: &'static str, reason: &'static str) -> Error {
 impl PermitExpirableSemaphore {
     pub(crate) fn on(store: &Store, name: &str) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore(match store {
-            Store::Redis(client) => Inner::Redis(keylatch_semaphore::PermitExpirableSemaphore::new(
-                client, name,
-            )),
+            Store::Redis(client) => Inner::Redis(
+                keylatch_semaphore::PermitExpirableSemaphore::new(client, name),
+            ),
             Store::ZooKeeper(zk) => Inner::ZooKeeper(ZkSem::new(zk, name)),
         })
     }
@@ -192,7 +192,9 @@ impl PermitExpirableSemaphore {
             Inner::Redis(redis) => crate::future::boxed(redis.acquire())
                 .await
                 .map(Permit::redis),
-            Inner::ZooKeeper(zk) => keylatch_core::unbounded(zk_acquire(zk, AcquireOptions::new()).await),
+            Inner::ZooKeeper(zk) => {
+                keylatch_core::unbounded(zk_acquire(zk, AcquireOptions::new()).await)
+            }
         }
     }
 

@@ -80,6 +80,7 @@ mod zk;
 mod zk_semaphore;
 
 pub use client::{Client, StoreKind};
+pub use expirable::{ExpirableSemaphoreLock, PermitExpirableSemaphore};
 pub use keylatch_core::{
     AcquireOptions, DistributedLock, Error, HoldSettings, LockGuard, LossReason, MAX_LEASE,
     MAX_NAME_LEN, Owner, OwnerId, ParseOwnerIdError, Result, SecretUrl, StoreError,
@@ -93,10 +94,9 @@ pub use keylatch_redis::{
 };
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use keylatch_reentrant::{MAX_VALUES as MAX_MULTI_VALUES, SpinBackoff};
-pub use expirable::{ExpirableSemaphoreLock, PermitExpirableSemaphore};
 pub use keylatch_semaphore::{MAX_PERMITS, MAX_PERMITS_PER_CALL};
-pub use permit::{Permit, SemaphorePermit};
 pub use locks::{FairLock, ReentrantLock};
+pub use permit::{Permit, SemaphorePermit};
 pub use redis_only::{CountDownLatch, MultiValueLock, SpinLock};
 pub use rwlock::{ReadLock, RwLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphoreLock};

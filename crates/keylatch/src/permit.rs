@@ -102,6 +102,8 @@ macro_rules! common {
         ///
         /// # Errors
         /// The permit itself, on ZooKeeper.
+        // The permit comes back as it was (no box): the caller keeps holding it.
+        #[allow(clippy::result_large_err)]
         pub fn into_redis(self) -> std::result::Result<$redis, Self> {
             match self.0 {
                 Held::Redis(redis) => Ok(redis),

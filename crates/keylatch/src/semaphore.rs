@@ -19,9 +19,7 @@ macro_rules! semaphore_lock {
     ($ty:ident, $redis:ty, $doc:literal) => {
         #[doc = $doc]
         #[derive(Clone, Debug)]
-        pub struct $ty(
-            pub(crate) $crate::store::Inner<$redis, $crate::zk_semaphore::ZkSemLock>,
-        );
+        pub struct $ty(pub(crate) $crate::store::Inner<$redis, $crate::zk_semaphore::ZkSemLock>);
 
         impl $ty {
             /// The Redis layer's lock, when the store is Redis.
@@ -224,7 +222,9 @@ impl Semaphore {
             Inner::Redis(redis) => crate::future::boxed(redis.acquire())
                 .await
                 .map(SemaphorePermit::redis),
-            Inner::ZooKeeper(zk) => keylatch_core::unbounded(zk_acquire(zk, AcquireOptions::new()).await),
+            Inner::ZooKeeper(zk) => {
+                keylatch_core::unbounded(zk_acquire(zk, AcquireOptions::new()).await)
+            }
         }
     }
 
