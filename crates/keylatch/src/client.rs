@@ -242,8 +242,8 @@ impl Client {
         }
     }
 
-    /// The ZooKeeper client underneath, when the store is ZooKeeper (its session id, its
-    /// semaphore).
+    /// The ZooKeeper client underneath, when the store is ZooKeeper (its session id, the
+    /// recipes' own types).
     #[cfg(feature = "zookeeper")]
     pub fn as_zookeeper(&self) -> Option<&keylatch_zookeeper::ZkClient> {
         match &self.store {
@@ -299,12 +299,14 @@ impl Client {
         RwLock::on(&self.store, name)
     }
 
-    /// The counting semaphore `name` (see [`Semaphore`]).
+    /// The counting semaphore `name` (see [`Semaphore`]; on ZooKeeper give its maximum with
+    /// [`Semaphore::with_permits`]).
     pub fn semaphore(&self, name: &str) -> Semaphore {
         Semaphore::on(&self.store, name)
     }
 
-    /// The permit-expirable semaphore `name` (see [`PermitExpirableSemaphore`]).
+    /// The permit-expirable semaphore `name` (see [`PermitExpirableSemaphore`]; on ZooKeeper
+    /// give its maximum with [`PermitExpirableSemaphore::with_permits`]).
     pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore::on(&self.store, name)
     }

@@ -102,7 +102,7 @@ pub use rwlock::{ReadLock, RwLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphoreLock};
 
 /// The ZooKeeper store (`zk://` URLs), with the `zookeeper` feature: its client and settings,
-/// for what the facade's [`Client`] does not cover (the semaphore, the session).
+/// for what the facade's [`Client`] does not cover (the session, the recipes' own types).
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper {
     pub use keylatch_zookeeper::*;
