@@ -352,3 +352,14 @@ async fn a_curator_semaphore_and_the_facades_contend_on_the_same_path() {
     assert!(leases(&name).await.is_empty());
     client.shutdown().await.unwrap();
 }
+
+#[test]
+fn the_permits_and_handles_are_send_sync_and_static() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<keylatch::SemaphorePermit>();
+    check::<keylatch::Permit>();
+    check::<keylatch::Semaphore>();
+    check::<keylatch::PermitExpirableSemaphore>();
+    check::<keylatch::SemaphoreLock>();
+    check::<keylatch::ExpirableSemaphoreLock>();
+}
