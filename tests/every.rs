@@ -4,9 +4,8 @@
 //! primitive, run on one server, on a cluster and on ZooKeeper.
 //!
 //! Store-neutral: on a `zk://` client the holder acquires without a lease (a ZooKeeper hold
-//! lasts as long as its session), wake-up messages are not counted (there are none), and the
-//! semaphore is keylatch-zookeeper's `ZkSemaphore` of one lease (the permit-expirable
-//! semaphore exists on Redis only).
+//! lasts as long as its session), wake-up messages are not counted (there are none), and both
+//! semaphores are the facade's on Curator's semaphore, of one lease (`with_permits(1)`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +35,7 @@ fn holder_options(zookeeper: bool) -> AcquireOptions {
 /// client's base path (`/keylatch/<name>`); the semaphore's contenders are under its `leases`
 /// and `locks` children.
 pub fn zookeeper_names(name: &str) -> Vec<String> {
-    ["lock", "fair", "rw", "rw2", "semaphore"]
+    ["lock", "fair", "rw", "rw2", "semaphore", "expirable"]
         .iter()
         .map(|suffix| format!("{name}-{suffix}"))
         .collect()
@@ -51,8 +50,8 @@ pub type Pair = (
 
 /// Each primitive on `name` (with a suffix per primitive) as the holder's and the waiter's
 /// lock: reentrant, fair, write-then-read, write-then-write, semaphore and permit-expirable
-/// semaphore of one permit. On ZooKeeper the semaphore is a `ZkSemaphore` of one lease and
-/// there is no permit-expirable semaphore.
+/// semaphore of one permit. On ZooKeeper the semaphores are the facade's on Curator's
+/// semaphore, their maximum of one given by `with_permits` (ZooKeeper stores none).
 pub async fn primitive_pairs(
     holder: &Client,
     waiter: &Client,
@@ -60,32 +59,39 @@ pub async fn primitive_pairs(
 ) -> keylatch::Result<Vec<Pair>> {
     let n = |suffix: &str| format!("{name}-{suffix}");
     let semaphore = n("semaphore");
-    if let (Some(held), Some(waited)) = (holder.as_zookeeper(), waiter.as_zookeeper()) {
-        let mut pairs = lock_pairs(holder, waiter, name);
-        pairs.push((
-            "semaphore",
-            Arc::new(held.semaphore(&semaphore, 1)?.as_lock()),
-            Arc::new(waited.semaphore(&semaphore, 1)?.as_lock()),
-        ));
-        return Ok(pairs);
-    }
-    holder.semaphore(&semaphore).try_set_permits(1).await?;
     let expirable = n("expirable");
-    holder
-        .permit_expirable_semaphore(&expirable)
-        .try_set_permits(1)
-        .await?;
+    let zookeeper = on_zookeeper(holder);
+    if !zookeeper {
+        holder.semaphore(&semaphore).try_set_permits(1).await?;
+        holder
+            .permit_expirable_semaphore(&expirable)
+            .try_set_permits(1)
+            .await?;
+    }
+    // On Redis the count is stored (set above); on ZooKeeper each client gives it.
+    let sized = |client: &Client| {
+        let (plain, expiring) = (
+            client.semaphore(&semaphore),
+            client.permit_expirable_semaphore(&expirable),
+        );
+        if zookeeper {
+            (plain.with_permits(1), expiring.with_permits(1))
+        } else {
+            (plain, expiring)
+        }
+    };
+    let ((held, held_expiring), (waited, waited_expiring)) = (sized(holder), sized(waiter));
     let mut pairs = lock_pairs(holder, waiter, name);
     pairs.extend([
         (
             "semaphore",
-            Arc::new(holder.semaphore(&semaphore).as_lock()) as Arc<dyn DistributedLock>,
-            Arc::new(waiter.semaphore(&semaphore).as_lock()) as Arc<dyn DistributedLock>,
+            Arc::new(held.as_lock()) as Arc<dyn DistributedLock>,
+            Arc::new(waited.as_lock()) as Arc<dyn DistributedLock>,
         ),
         (
             "permit-expirable semaphore",
-            Arc::new(holder.permit_expirable_semaphore(&expirable).as_lock()),
-            Arc::new(waiter.permit_expirable_semaphore(&expirable).as_lock()),
+            Arc::new(held_expiring.as_lock()),
+            Arc::new(waited_expiring.as_lock()),
         ),
     ]);
     Ok(pairs)

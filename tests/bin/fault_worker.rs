@@ -13,7 +13,7 @@
 //! ```
 //! `--run-ms` ends the loop once that much time has passed (else after `--iterations`);
 //! `--replicas` turns replica acknowledgement on. With a `zk://` URL the lock modes run on
-//! ZooKeeper, and `zk-permit` takes a permit of the ZooKeeper semaphore of `--permits` leases.
+//! ZooKeeper, and `zk-permit` takes a permit of the facade's semaphore of `--permits` leases (`with_permits`).
 //! Events: `acquired` (t, token, until: the local validity deadline, all in µs of wall-clock
 //! time), `write` (ok: accepted by the fenced oracle), `released` (t, before the unlock call),
 //! `unlock` (ok, error), `check` (lost), `error`, `done`.
@@ -118,11 +118,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Arc::new(semaphore.as_lock())
         }
         "zk-permit" => {
-            let zookeeper = client
-                .as_zookeeper()
-                .ok_or("--mode zk-permit needs a zk:// URL")?;
+            if client.as_zookeeper().is_none() {
+                return Err("--mode zk-permit needs a zk:// URL".into());
+            }
             let permits = u32::try_from(num("permits", 1))?;
-            Arc::new(zookeeper.semaphore(&name, permits)?.as_lock())
+            Arc::new(client.semaphore(&name).with_permits(permits).as_lock())
         }
         other => return Err(format!("unknown mode {other}").into()),
     };

@@ -63,8 +63,8 @@ async fn every_primitive_holds_makes_a_waiter_wait_and_hands_over() {
     let (holder, waiter) = (zk_client().await, zk_client().await);
     let name = unique("every-zk");
     let ran = exercise_every_primitive(&holder, &waiter, &name).await;
-    // Reentrant, fair, read behind a writer, write, semaphore.
-    assert_eq!(ran, 5, "every primitive on ZooKeeper passed");
+    // Reentrant, fair, read behind a writer, write, semaphore, permit-expirable semaphore.
+    assert_eq!(ran, 6, "every primitive on ZooKeeper passed");
     holder.wait_idle().await;
     waiter.wait_idle().await;
     let left = nodes_left(&zookeeper_names(&name)).await;
@@ -344,8 +344,8 @@ async fn a_cancellation_storm_leaves_no_node_behind() {
     let names: Vec<String> = (0..3).map(|_| unique("every-zk-storm")).collect();
     let tally = cancellation_storm(&holder, &storm, &names, &[]).await;
     assert!(tally.finished.is_empty(), "{:?}", tally.finished);
-    // Ten rounds over the five primitives of each name.
-    assert_eq!(tally.cancelled, names.len() * 10 * 5);
+    // Ten rounds over the six primitives of each name (both semaphores included).
+    assert_eq!(tally.cancelled, names.len() * 10 * 6);
     let all: Vec<String> = names.iter().flat_map(|n| zookeeper_names(n)).collect();
     let left = nodes_left(&all).await;
     assert!(left.is_empty(), "left behind: {left:?}");

@@ -146,11 +146,18 @@ async fn what_redis_alone_has_is_unsupported_on_zookeeper_and_writes_nothing() {
         client.semaphore(&name).try_set_permits(2).await.map(drop),
         "a semaphore",
     );
-    unsupported(
+    // Without its maximum (`with_permits`) a ZooKeeper semaphore refuses, writing nothing.
+    let no_maximum = |result: keylatch::Result<()>, what: &str| {
+        assert!(
+            matches!(result, Err(Error::InvalidPermits { .. })),
+            "{what}: {result:?}"
+        );
+    };
+    no_maximum(
         client.semaphore(&name).as_lock().lock().await.map(drop),
         "a semaphore as a lock",
     );
-    unsupported(
+    no_maximum(
         client
             .permit_expirable_semaphore(&name)
             .acquire()

@@ -63,9 +63,25 @@ impl ZkPermit {
         &self.id
     }
 
+    /// The semaphore's name.
+    pub fn semaphore_name(&self) -> &str {
+        self.guard.name()
+    }
+
+    /// The local instant until which the permit is known held (the session's), or `None`
+    /// once it is lost.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.guard.valid_until()
+    }
+
     /// Whether the permit is lost (its session ended).
     pub fn is_lost(&self) -> bool {
         self.guard.is_lost()
+    }
+
+    /// Why the permit is lost, or `None` while it is held.
+    pub fn loss_reason(&self) -> Option<keylatch_core::LossReason> {
+        self.guard.loss_reason()
     }
 
     /// Completes when the permit is lost. The future owns what it needs.
@@ -89,6 +105,14 @@ impl ZkPermit {
             Error::NotHeld { name } => Error::UnknownPermit { name, id },
             other => other,
         })
+    }
+
+    /// Stops tracking the permit and returns its id: no release on drop. Its lease node stays
+    /// until the session ends (the client's shutdown, or a session expiry), or until someone
+    /// deletes the node.
+    pub fn forget(self) -> String {
+        self.guard.forget();
+        self.id
     }
 
     /// The permit as a plain [`LockGuard`].

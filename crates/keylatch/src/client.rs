@@ -6,20 +6,22 @@ use keylatch_core::{Owner, OwnerId, Result};
 
 use keylatch_redis::{ClientStats, Config, LuaScript};
 
+use crate::expirable::PermitExpirableSemaphore;
 use crate::locks::{FairLock, Kind, ReentrantLock};
-use crate::redis_only::{
-    CountDownLatch, MultiValueLock, PermitExpirableSemaphore, Semaphore, SpinLock,
-};
+use crate::redis_only::{CountDownLatch, MultiValueLock, SpinLock};
 use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 use crate::store::{Store, is_zookeeper_url};
 
 /// A connection to the store — Redis, or a ZooKeeper ensemble with the `zookeeper` feature (the
 /// URL picks it) — and the factory of every keylatch primitive. Cheap to clone: clones share
 /// the connections, the pub/sub connection and the watchdog (on ZooKeeper: the session).
 ///
-/// The lock family (reentrant, fair, non-reentrant, read-write) runs on both stores, with the
-/// same guards. What exists on Redis only (fixed leases, the semaphores, the latch, the spin
-/// and multi-value locks, Redis-layout reads such as `hold_count`) answers
+/// The lock family (reentrant, fair, non-reentrant, read-write) and the semaphores (Curator's
+/// `InterProcessSemaphoreV2` on ZooKeeper, the maximum from `with_permits`) run on both
+/// stores, with the same guards and permits. What exists on Redis only (fixed leases, setting
+/// a semaphore's count, the latch, the spin and multi-value locks, Redis-layout reads such as
+/// `hold_count`) answers
 /// [`Error::Unsupported`](crate::Error::Unsupported) on ZooKeeper; docs/choosing-a-primitive.md
 /// ("Redis or ZooKeeper") compares the two.
 ///
@@ -246,8 +248,8 @@ impl Client {
         }
     }
 
-    /// The ZooKeeper client underneath, when the store is ZooKeeper (its session id, its
-    /// semaphore).
+    /// The ZooKeeper client underneath, when the store is ZooKeeper (its session id, the
+    /// recipes' own types).
     #[cfg(feature = "zookeeper")]
     pub fn as_zookeeper(&self) -> Option<&keylatch_zookeeper::ZkClient> {
         match &self.store {
@@ -303,18 +305,16 @@ impl Client {
         RwLock::on(&self.store, name)
     }
 
-    /// The counting semaphore `name` (see [`Semaphore`]).
+    /// The counting semaphore `name` (see [`Semaphore`]; on ZooKeeper give its maximum with
+    /// [`Semaphore::with_permits`]).
     pub fn semaphore(&self, name: &str) -> Semaphore {
-        Semaphore::on(&self.store, name, |redis| {
-            keylatch_semaphore::Semaphore::new(redis, name)
-        })
+        Semaphore::on(&self.store, name)
     }
 
-    /// The permit-expirable semaphore `name` (see [`PermitExpirableSemaphore`]).
+    /// The permit-expirable semaphore `name` (see [`PermitExpirableSemaphore`]; on ZooKeeper
+    /// give its maximum with [`PermitExpirableSemaphore::with_permits`]).
     pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::on(&self.store, name, |redis| {
-            keylatch_semaphore::PermitExpirableSemaphore::new(redis, name)
-        })
+        PermitExpirableSemaphore::on(&self.store, name)
     }
 
     /// The count-down latch `name` (see [`CountDownLatch`]).

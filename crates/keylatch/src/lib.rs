@@ -68,14 +68,19 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod client;
+mod expirable;
 mod future;
 mod locks;
+mod permit;
 mod redis_only;
 mod rwlock;
+mod semaphore;
 mod store;
 mod zk;
+mod zk_semaphore;
 
 pub use client::{Client, StoreKind};
+pub use expirable::{ExpirableSemaphoreLock, PermitExpirableSemaphore};
 pub use keylatch_core::{
     AcquireOptions, DistributedLock, Error, HoldSettings, LockGuard, LossReason, MAX_LEASE,
     MAX_NAME_LEN, Owner, OwnerId, ParseOwnerIdError, Result, SecretUrl, StoreError,
@@ -89,16 +94,15 @@ pub use keylatch_redis::{
 };
 pub use keylatch_redlock::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use keylatch_reentrant::{MAX_VALUES as MAX_MULTI_VALUES, SpinBackoff};
-pub use keylatch_semaphore::{MAX_PERMITS, MAX_PERMITS_PER_CALL, Permit, SemaphorePermit};
+pub use keylatch_semaphore::{MAX_PERMITS, MAX_PERMITS_PER_CALL};
 pub use locks::{FairLock, ReentrantLock};
-pub use redis_only::{
-    CountDownLatch, ExpirableSemaphoreLock, MultiValueLock, PermitExpirableSemaphore, Semaphore,
-    SemaphoreLock, SpinLock,
-};
+pub use permit::{Permit, SemaphorePermit};
+pub use redis_only::{CountDownLatch, MultiValueLock, SpinLock};
 pub use rwlock::{ReadLock, RwLock, WriteLock};
+pub use semaphore::{Semaphore, SemaphoreLock};
 
 /// The ZooKeeper store (`zk://` URLs), with the `zookeeper` feature: its client and settings,
-/// for what the facade's [`Client`] does not cover (the semaphore, the session).
+/// for what the facade's [`Client`] does not cover (the session, the recipes' own types).
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper {
     pub use keylatch_zookeeper::*;

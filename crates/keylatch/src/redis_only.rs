@@ -1,5 +1,5 @@
-//! The facade's handles for what exists on Redis only (the semaphores, the latch, the spin
-//! and multi-value locks): on a ZooKeeper client each method answers
+//! The facade's handles for what exists on Redis only (the latch, the spin and multi-value
+//! locks): on a ZooKeeper client each method answers
 //! [`Error::Unsupported`](crate::Error::Unsupported), so that code choosing its store by URL
 //! still compiles, and fails with a typed error where the store has no such object.
 //!
@@ -11,7 +11,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keylatch_core::{AcquireOptions, DistributedLock, LockGuard, Owner, OwnerId, Result};
 use keylatch_redis::Client as RedisClient;
-use keylatch_semaphore::{Permit, SemaphorePermit};
 
 use crate::store::{Store, redis_only, redis_only_async};
 
@@ -132,169 +131,6 @@ macro_rules! lock_trait {
         }
     };
 }
-
-handle!(
-    Semaphore,
-    keylatch_semaphore::Semaphore,
-    "Redisson's `RSemaphore` (`client.semaphore(name)`): a counting semaphore; see [`keylatch_semaphore::Semaphore`]."
-);
-
-impl Semaphore {
-    builder!(Semaphore;
-        /// The same semaphore, set up again with `permits` when found missing (see
-        /// [`keylatch_semaphore::Semaphore::with_permits`]).
-        fn with_permits(&self, permits: u32));
-    accessor!(
-        /// The semaphore's name.
-        fn name(&self) -> &str, zk: |name| name);
-    accessor!(
-        /// The pub/sub channel; on ZooKeeper, empty.
-        fn channel(&self) -> &str, zk: |_name| "");
-
-    /// The semaphore as a lock: one permit per guard.
-    pub fn as_lock(&self) -> SemaphoreLock {
-        SemaphoreLock(match &self.0 {
-            Only::Redis(redis) => Only::Redis(redis.as_lock()),
-            Only::ZooKeeper(name) => Only::ZooKeeper(name.clone()),
-        })
-    }
-
-    redis_only_async! { Only, "semaphore";
-        /// Sets the number of permits if the semaphore does not exist yet.
-        fn try_set_permits(&self, permits: u32) -> bool;
-        /// As `try_set_permits`, with a time to live for the semaphore.
-        fn try_set_permits_with_ttl(&self, permits: u32, time_to_live: Duration) -> bool;
-        /// Sets the number of permits, whatever it was.
-        fn set_permits(&self, permits: u32) -> ();
-        /// Adds `delta` permits (negative: removes).
-        fn add_permits(&self, delta: i64) -> ();
-        /// Gives `permits` back, by count.
-        fn release(&self, permits: u32) -> ();
-        /// Gives `permits` back only if the semaphore still exists.
-        fn release_if_exists(&self, permits: u32) -> bool;
-        /// The permits free now.
-        fn available_permits(&self) -> u64;
-        /// Takes every free permit; returns how many.
-        fn drain_permits(&self) -> u64;
-        /// Waits for a permit as long as it takes.
-        fn acquire(&self) -> SemaphorePermit;
-        /// Waits for a permit, held for `lease`.
-        fn acquire_with_lease(&self, lease: Duration) -> SemaphorePermit;
-        /// Takes a permit if one is free now.
-        fn try_acquire(&self) -> Option<SemaphorePermit>;
-        /// Waits up to `wait` for a permit.
-        fn try_acquire_for(&self, wait: Duration, lease: Option<Duration>) -> Option<SemaphorePermit>;
-        /// Waits for a permit as `options` say.
-        fn acquire_with(&self, options: AcquireOptions) -> Option<SemaphorePermit>;
-        /// Waits for `permits` permits at once, as `options` say.
-        fn acquire_many(&self, permits: u32, options: AcquireOptions) -> Option<SemaphorePermit>;
-        /// Whether the semaphore exists.
-        fn exists(&self) -> bool;
-        /// Deletes the semaphore.
-        fn delete(&self) -> bool;
-        /// Sets the semaphore's time to live.
-        fn expire(&self, time_to_live: Duration) -> bool;
-        /// Removes the semaphore's time to live.
-        fn clear_expire(&self) -> bool;
-    }
-}
-
-handle!(
-    SemaphoreLock,
-    keylatch_semaphore::SemaphoreLock,
-    "A [`Semaphore`] behind the shared [`DistributedLock`] trait: each guard is one permit."
-);
-lock_trait!(SemaphoreLock, "semaphore");
-
-handle!(
-    PermitExpirableSemaphore,
-    keylatch_semaphore::PermitExpirableSemaphore,
-    "Redisson's `RPermitExpirableSemaphore` (`client.permit_expirable_semaphore(name)`): permits with ids and leases; see [`keylatch_semaphore::PermitExpirableSemaphore`]."
-);
-
-impl PermitExpirableSemaphore {
-    builder!(PermitExpirableSemaphore;
-        /// The same semaphore, set up again with `permits` when found missing.
-        fn with_permits(&self, permits: u32));
-    accessor!(
-        /// The semaphore's name.
-        fn name(&self) -> &str, zk: |name| name);
-    accessor!(
-        /// The pub/sub channel; on ZooKeeper, empty.
-        fn channel(&self) -> &str, zk: |_name| "");
-    accessor!(
-        /// The key of the permits' leases; on ZooKeeper, empty.
-        fn timeout_key(&self) -> &str, zk: |_name| "");
-    accessor!(
-        /// The key of the total; on ZooKeeper, empty.
-        fn total_key(&self) -> &str, zk: |_name| "");
-
-    /// The semaphore as a lock: one permit per guard.
-    pub fn as_lock(&self) -> ExpirableSemaphoreLock {
-        ExpirableSemaphoreLock(match &self.0 {
-            Only::Redis(redis) => Only::Redis(redis.as_lock()),
-            Only::ZooKeeper(name) => Only::ZooKeeper(name.clone()),
-        })
-    }
-
-    redis_only_async! { Only, "permit-expirable semaphore";
-        /// Sets the number of permits if the semaphore does not exist yet.
-        fn try_set_permits(&self, permits: u32) -> bool;
-        /// As `try_set_permits`, with a time to live for the semaphore.
-        fn try_set_permits_with_ttl(&self, permits: u32, time_to_live: Duration) -> bool;
-        /// Sets the number of permits, whatever it was.
-        fn set_permits(&self, permits: u32) -> ();
-        /// Adds `delta` permits (negative: removes).
-        fn add_permits(&self, delta: i64) -> ();
-        /// The permits free now.
-        fn available_permits(&self) -> u64;
-        /// The permits taken now.
-        fn acquired_permits(&self) -> u64;
-        /// The number of permits set, if the semaphore exists.
-        fn permits(&self) -> Option<u64>;
-        /// Waits for a permit as long as it takes.
-        fn acquire(&self) -> Permit;
-        /// Waits for a permit, held for `lease`.
-        fn acquire_with_lease(&self, lease: Duration) -> Permit;
-        /// Takes a permit if one is free now.
-        fn try_acquire(&self) -> Option<Permit>;
-        /// Waits up to `wait` for a permit.
-        fn try_acquire_for(&self, wait: Duration, lease: Option<Duration>) -> Option<Permit>;
-        /// Waits for a permit as `options` say.
-        fn acquire_with(&self, options: AcquireOptions) -> Option<Permit>;
-        /// Waits for `permits` permits at once, as `options` say.
-        fn acquire_many(&self, permits: u32, options: AcquireOptions) -> Option<Vec<Permit>>;
-        /// Releases the permit `id`.
-        fn release(&self, id: &str) -> ();
-        /// Releases the permit `id`; whether it was held.
-        fn try_release(&self, id: &str) -> bool;
-        /// Releases every id or none, naming the unknown ones.
-        fn release_many(&self, ids: &[&str]) -> ();
-        /// Releases the ids it knows; how many.
-        fn try_release_many(&self, ids: &[&str]) -> u64;
-        /// What is left of the lease of permit `id`.
-        fn remaining_lease(&self, id: &str) -> Option<Duration>;
-        /// Sets the lease of permit `id` anew.
-        fn update_lease(&self, id: &str, lease: Duration) -> ();
-        /// Takes over the permit `id` (hand-over by permit id).
-        fn adopt(&self, id: &str) -> Option<Permit>;
-        /// Whether the semaphore exists.
-        fn exists(&self) -> bool;
-        /// Deletes the semaphore.
-        fn delete(&self) -> bool;
-        /// Sets the semaphore's time to live.
-        fn expire(&self, time_to_live: Duration) -> bool;
-        /// Removes the semaphore's time to live.
-        fn clear_expire(&self) -> bool;
-    }
-}
-
-handle!(
-    ExpirableSemaphoreLock,
-    keylatch_semaphore::ExpirableSemaphoreLock,
-    "A [`PermitExpirableSemaphore`] behind the shared [`DistributedLock`] trait."
-);
-lock_trait!(ExpirableSemaphoreLock, "permit-expirable semaphore");
 
 handle!(
     CountDownLatch,

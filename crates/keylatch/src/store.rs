@@ -64,6 +64,36 @@ macro_rules! redis_only_async {
 
 pub(crate) use redis_only_async;
 
+/// Forwards async methods of a facade handle over [`Inner`] to its Redis primitive; on
+/// ZooKeeper they answer [`Error::Unsupported`] with `$reason`, before anything is written.
+/// Each method is written with its doc comment and signature.
+macro_rules! refused_on_zookeeper {
+    ($primitive:literal; $(
+        $(#[$doc:meta])*
+        fn $method:ident(&self $(, $arg:ident : $ty:ty)* $(,)?) -> $ret:ty, $reason:expr;
+    )*) => {
+        $(
+            $(#[$doc])*
+            ///
+            /// On ZooKeeper: [`Error::Unsupported`](crate::Error::Unsupported), writing nothing.
+            pub async fn $method(&self $(, $arg: $ty)*) -> $crate::Result<$ret> {
+                match &self.0 {
+                    $crate::store::Inner::Redis(redis) => {
+                        $crate::future::boxed(redis.$method($($arg),*)).await
+                    }
+                    $crate::store::Inner::ZooKeeper(_) => Err($crate::Error::Unsupported {
+                        primitive: $primitive,
+                        operation: stringify!($method),
+                        reason: $reason,
+                    }),
+                }
+            }
+        )*
+    };
+}
+
+pub(crate) use refused_on_zookeeper;
+
 /// What every facade lock handle (a tuple struct over [`Inner`]) has on either store:
 /// `as_redis`, `with_owner`, `name`, `acquire` and its shorthands, `force_unlock`,
 /// `is_locked` (documented by the caller), and `DistributedLock`.
