@@ -14,11 +14,13 @@ mod bench;
 mod cli;
 mod connection;
 mod demo;
+mod demo_zk;
 mod failure;
 mod inspect;
 mod inspect_zk;
 mod latch;
 mod run;
+mod zk_raw;
 
 use std::process::ExitCode;
 
@@ -64,7 +66,11 @@ fn main() -> ExitCode {
                 Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
                 Command::Latch(command) => latch::latch(config, command).await,
                 Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),
+                Command::Demo if zk_raw::is_zookeeper(&config) => demo_zk::demo(config).await,
                 Command::Demo => demo::demo(config).await,
+                Command::DemoWorker(args) if args.role == demo_zk::HOLDER_ROLE => {
+                    demo_zk::worker(config, args).await.map(|()| 0)
+                }
                 Command::DemoWorker(args) => demo::worker(config, args).await.map(|()| 0),
             }
         })
