@@ -45,17 +45,19 @@ zookeeper_installed() {
     command -v java >/dev/null 2>&1 && [ -f "$ZK_JAR" ]
 }
 
-# Waits (30 s at most) until the ZooKeeper with pid $1 serves on 127.0.0.1:$2 (`srvr`
-# answers); fails if it exits first.
+# Waits (60 s at most: a JVM starts slowly on a busy machine) until the ZooKeeper with pid
+# $1 serves on 127.0.0.1:$2 (`srvr` answers with its mode); fails if it exits first. Each
+# probe gets 2 s: a server still starting may accept a connection and not answer.
 zookeeper_answers() {
     local pid="$1" port="$2" _
-    for _ in $(seq 1 150); do
+    for _ in $(seq 1 120); do
         kill -0 "$pid" 2>/dev/null || return 1
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'srvr' >&3 && grep -q '^Mode' <&3) \
-            2>/dev/null; then
+        # shellcheck disable=SC2016 # expanded by the inner shell
+        if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 &&
+            grep -q "^Mode" <&3' _ "$port" 2>/dev/null; then
             return 0
         fi
-        sleep 0.2
+        sleep 0.5
     done
     return 1
 }
@@ -77,7 +79,9 @@ admin.enableServer=false
 4lw.commands.whitelist=srvr
 forceSync=no
 CFG
-        java -cp "$ZK_CONF_DIR:$ZK_JAR" org.apache.zookeeper.server.ZooKeeperServerMain \
+        # A small, quick-starting JVM (the testkit's flags).
+        java -Xms16m -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData \
+            -cp "$ZK_CONF_DIR:$ZK_JAR" org.apache.zookeeper.server.ZooKeeperServerMain \
             "$ZK_DIR/zoo.cfg" </dev/null >>"$ZK_DIR/zookeeper.log" 2>&1 &
         ZK_PID=$!
         if zookeeper_answers "$ZK_PID" "$port"; then

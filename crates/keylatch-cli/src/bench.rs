@@ -189,6 +189,12 @@ fn bar(ops: u64, label: &str, quiet: bool) -> ProgressBar {
 pub async fn bench(config: Config, args: BenchArgs) -> Result<(), Failure> {
     let mut configs = vec![config];
     if let Some(url) = &args.compare {
+        if keylatch::redact_url(url).contains("***") {
+            eprintln!(
+                "keylatch: warning: the password in --compare is visible to every local user \
+                 (ps, /proc)"
+            );
+        }
         let mut other = configs[0].clone();
         other.url = url.as_str().into();
         configs.push(other);

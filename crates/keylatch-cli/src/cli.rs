@@ -31,7 +31,8 @@ pub struct ConnectionArgs {
     /// Redis URL: redis://, rediss:// (TLS), redis+unix://,
     /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE, or a Redis Cluster by
     /// redis+cluster://HOST:PORT[,HOST:PORT...] (any node's redis:// URL works too: cluster
-    /// mode is detected) [default: KEYLATCH_URL, then KEYLATCH_REDIS_URL, then
+    /// mode is detected), or a ZooKeeper ensemble by zk://HOST:PORT[,HOST:PORT...][/CHROOT]
+    /// (`run`, `inspect`, `demo`, `bench`) [default: KEYLATCH_URL, then KEYLATCH_REDIS_URL, then
     /// REDIS_URL, then redis://127.0.0.1:6379]. A password in it is visible to every local
     /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file. Given 3 or more times, `run`
     /// holds a RedLock: the lock on a majority of those independent servers. `--url` is the

@@ -87,6 +87,11 @@ where
     Ok(())
 }
 
+/// A fencing token for the eye: the number, or `none`.
+fn token(token: Option<u64>) -> String {
+    token.map_or_else(|| "none".to_owned(), |t| t.to_string())
+}
+
 /// Raises `max` to `now` if it is higher.
 fn record_max(max: &AtomicU32, now: u32) {
     max.fetch_max(now, Ordering::SeqCst);
@@ -274,9 +279,12 @@ async fn fencing(config: &Config, name: &str) -> Result<Outcome, Failure> {
         let session = turn % 2;
         match clients[session].lock(name).lock().await {
             Ok(guard) => {
-                let token = guard.fencing_token();
-                println!("   session {session} holds it with token {token:?}");
-                tokens.push(token);
+                let fencing_token = guard.fencing_token();
+                println!(
+                    "   session {session} holds it with token {}",
+                    token(fencing_token)
+                );
+                tokens.push(fencing_token);
                 if let Err(err) = guard.unlock().await {
                     result = Err(err);
                     break;
@@ -343,7 +351,10 @@ async fn lost_session(client: &Client, config: &Config, name: &str) -> Result<Ou
         .await?
         .strip_prefix("held ")
         .and_then(|t| t.parse().ok());
-    println!("   the process holds it (token {first:?}); pausing it (SIGSTOP)");
+    println!(
+        "   the process holds it (token {}); pausing it (SIGSTOP)",
+        token(first)
+    );
     signal(&holder, Signal::SIGSTOP)?;
     let started = Instant::now();
     let options = AcquireOptions::new().with_wait(Duration::from_secs(60));
@@ -352,8 +363,9 @@ async fn lost_session(client: &Client, config: &Config, name: &str) -> Result<Ou
     let guard = taken?.ok_or_else(|| software("the paused holder's lock never freed"))?;
     let second = guard.fencing_token();
     println!(
-        "   after {:.1} s the server ended its session: this session took the lock (token {second:?})",
-        started.elapsed().as_secs_f64()
+        "   after {:.1} s the server ended its session: this session took the lock (token {})",
+        started.elapsed().as_secs_f64(),
+        token(second)
     );
     let said = next_line(&mut lines).await?;
     let reason = said.strip_prefix("lost ").map(str::to_owned);
@@ -365,8 +377,10 @@ async fn lost_session(client: &Client, config: &Config, name: &str) -> Result<Ou
         property: "a holder whose session ended learns it from lost()",
         held: newer && reason.is_some() && status.success(),
         detail: format!(
-            "reason {}, token {first:?} then {second:?}",
-            reason.as_deref().unwrap_or("none")
+            "reason {}, token {} then {}",
+            reason.as_deref().unwrap_or("none"),
+            token(first),
+            token(second)
         ),
     })
 }

@@ -6,6 +6,8 @@
 //! keylatch run --semaphore 3 encoders -- ffmpeg ...   # at most 3 at once, fleet-wide
 //! keylatch inspect nightly-report --json
 //! keylatch latch wait --wait 1m shards-loaded          # until the count is 0 (exit 75 if not)
+//! keylatch --url zk://127.0.0.1:2181 demo              # the demo's story on ZooKeeper
+//! keylatch --url redis://127.0.0.1:6379 bench --compare zk://127.0.0.1:2181
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
