@@ -31,7 +31,8 @@ pub struct ConnectionArgs {
     /// Redis URL: redis://, rediss:// (TLS), redis+unix://,
     /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE, or a Redis Cluster by
     /// redis+cluster://HOST:PORT[,HOST:PORT...] (any node's redis:// URL works too: cluster
-    /// mode is detected) [default: KEYLATCH_URL, then KEYLATCH_REDIS_URL, then
+    /// mode is detected), or a ZooKeeper ensemble by zk://HOST:PORT[,HOST:PORT...][/CHROOT]
+    /// (`run`, `inspect`, `demo`, `bench`) [default: KEYLATCH_URL, then KEYLATCH_REDIS_URL, then
     /// REDIS_URL, then redis://127.0.0.1:6379]. A password in it is visible to every local
     /// user: prefer KEYLATCH_REDIS_PASSWORD or --password-file. Given 3 or more times, `run`
     /// holds a RedLock: the lock on a majority of those independent servers. `--url` is the
@@ -105,9 +106,12 @@ pub enum Command {
                       a permission; 70 for any other error."
     )]
     Latch(LatchCommand),
-    /// Measure the primitives against a raw EVALSHA round trip on this Redis.
+    /// Measure the primitives against the raw requests they need on this store (Redis:
+    /// EVALSHA; ZooKeeper: create + getChildren + delete), optionally beside a second store.
     Bench(BenchArgs),
-    /// Show the use cases across real processes: FIFO jobs, cache refresh, capped concurrency.
+    /// Show the use cases: on Redis across real processes (FIFO jobs, cache refresh, capped
+    /// concurrency); on ZooKeeper across sessions (exclusion, FIFO, read-write, fencing
+    /// tokens, a lost session, the semaphore).
     Demo,
     /// One process of the demo (started by `keylatch demo`).
     #[command(hide = true)]
@@ -261,6 +265,11 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+
+    /// Run the same scenarios on this second store too (e.g. `--url redis://… --compare
+    /// zk://…`) and print both in one table, with the ratios between them.
+    #[arg(long, value_name = "URL", conflicts_with = "scale")]
+    pub compare: Option<String>,
 
     /// Operations per scenario.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]

@@ -1,4 +1,5 @@
-//! `keylatch demo`: the use cases, each across real OS processes (copies of this binary).
+//! `keylatch demo` on Redis: the use cases, each across real OS processes (copies of this
+//! binary). On a `zk://` URL the demo is `demo_zk.rs`'s.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -23,10 +24,25 @@ if now > max then redis.call('set', KEYS[2], now) end
 return now
 ";
 
-struct Outcome {
-    property: &'static str,
-    held: bool,
-    detail: String,
+/// Whether one property of a demo part held.
+pub(crate) struct Outcome {
+    pub(crate) property: &'static str,
+    pub(crate) held: bool,
+    pub(crate) detail: String,
+}
+
+/// Prints the summary of `outcomes`; the exit code: 0 when every property held, else 1.
+pub(crate) fn summary(outcomes: &[Outcome]) -> u8 {
+    println!("\nsummary");
+    for outcome in outcomes {
+        println!(
+            "  [{}] {}: {}",
+            if outcome.held { "held" } else { "FAILED" },
+            outcome.property,
+            outcome.detail
+        );
+    }
+    u8::from(!outcomes.iter().all(|o| o.held))
 }
 
 fn spawn_worker(
@@ -86,25 +102,13 @@ pub async fn demo(config: Config) -> Result<u8, Failure> {
         cache_refresh(&client, &config, &format!("{base}:cache")).await?,
         capped(&client, &config, &format!("{base}:capped")).await?,
     ];
-    println!("\nsummary");
-    for outcome in &outcomes {
-        println!(
-            "  [{}] {}: {}",
-            if outcome.held { "held" } else { "FAILED" },
-            outcome.property,
-            outcome.detail
-        );
-    }
+    let code = summary(&outcomes);
     let mut conn = client.connection().await?;
     let keys: Vec<String> = conn.keys(format!("*{base}*")).await.map_err(redis_err)?;
     if !keys.is_empty() {
         let _: () = conn.del(&keys).await.map_err(redis_err)?;
     }
-    Ok(if outcomes.iter().all(|o| o.held) {
-        0
-    } else {
-        1
-    })
+    Ok(code)
 }
 
 /// FIFO jobs on the fair lock: workers queue in a known order; they must run in that order.

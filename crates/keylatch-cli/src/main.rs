@@ -6,6 +6,8 @@
 //! keylatch run --semaphore 3 encoders -- ffmpeg ...   # at most 3 at once, fleet-wide
 //! keylatch inspect nightly-report --json
 //! keylatch latch wait --wait 1m shards-loaded          # until the count is 0 (exit 75 if not)
+//! keylatch --url zk://127.0.0.1:2181 demo              # the demo's story on ZooKeeper
+//! keylatch --url redis://127.0.0.1:6379 bench --compare zk://127.0.0.1:2181
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
@@ -14,11 +16,13 @@ mod bench;
 mod cli;
 mod connection;
 mod demo;
+mod demo_zk;
 mod failure;
 mod inspect;
 mod inspect_zk;
 mod latch;
 mod run;
+mod zk_raw;
 
 use std::process::ExitCode;
 
@@ -64,7 +68,11 @@ fn main() -> ExitCode {
                 Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
                 Command::Latch(command) => latch::latch(config, command).await,
                 Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),
+                Command::Demo if zk_raw::is_zookeeper(&config) => demo_zk::demo(config).await,
                 Command::Demo => demo::demo(config).await,
+                Command::DemoWorker(args) if args.role == demo_zk::HOLDER_ROLE => {
+                    demo_zk::worker(config, args).await.map(|()| 0)
+                }
                 Command::DemoWorker(args) => demo::worker(config, args).await.map(|()| 0),
             }
         })

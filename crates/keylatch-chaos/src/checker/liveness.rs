@@ -101,11 +101,14 @@ fn fault_windows(history: &[Event], end_of_run: u64, settle: u64) -> Vec<(u64, u
                     windows.push((start, e.time.saturating_add(settle)));
                 }
             }
-            _ => {
+            // The heal (or a fault that could not be applied) closes it; `info` only says
+            // more about the fault (which node led, which took over).
+            Kind::Ok | Kind::Fail => {
                 if let Some(start) = open.take() {
                     windows.push((start, e.time.saturating_add(settle)));
                 }
             }
+            Kind::Info => {}
         }
     }
     if let Some(start) = open {
