@@ -204,8 +204,10 @@ impl Shared {
         store_error(err, self.session_timeout)
     }
 
-    /// Deletes `node`, riding out a few lost connections: a node already gone, or gone with an
-    /// ended session, counts as deleted.
+    /// Deletes `node`, riding out a few lost connections (and a connection the library gave up
+    /// on, [`transient`]): a node already gone, or gone with an ended session, counts as
+    /// deleted. A try cut short by the caller is still sent by zookeeper-client once it is
+    /// connected again within the session.
     ///
     /// # Errors
     /// The last error once the tries are used up.
@@ -225,9 +227,7 @@ impl Shared {
             match client.delete(node, None).await {
                 Ok(()) => return Ok(true),
                 Err(zk::Error::NoNode | zk::Error::SessionExpired) => return Ok(false),
-                Err(err @ (zk::Error::ConnectionLoss | zk::Error::Timeout))
-                    if tries < keylatch_core::TRANSIENT_RETRIES =>
-                {
+                Err(err) if transient(&err) && tries < keylatch_core::TRANSIENT_RETRIES => {
                     tracing::debug!(target: "keylatch::zookeeper", error = %err, "delete: retrying");
                     tries += 1;
                     tokio::time::sleep(keylatch_core::Backoff::nth(
@@ -241,6 +241,13 @@ impl Shared {
             }
         }
     }
+}
+
+/// Whether a request that failed with `err` may succeed if sent again in the same session: the
+/// connection went ([`connection_lost`]), the request timed out, or the library gave up on a
+/// connection that stopped answering (its `Custom` error "no response from connection").
+pub(crate) fn transient(err: &zk::Error) -> bool {
+    connection_lost(err) || matches!(err, zk::Error::Timeout | zk::Error::Custom(_))
 }
 
 /// Whether `err` says the connection went: `ConnectionLoss`, or an I/O error of the socket
@@ -260,13 +267,17 @@ pub(crate) fn connection_lost(err: &zk::Error) -> bool {
     false
 }
 
-/// keylatch's error for a zookeeper-client error: a lost connection is ambiguous
-/// ([`Error::Connection`]), a request timeout [`Error::Timeout`], refused credentials
+/// keylatch's error for a zookeeper-client error: a lost connection (or one the library gave
+/// up on) is ambiguous ([`Error::Connection`]), a request timeout [`Error::Timeout`], refused credentials
 /// [`Error::Auth`], a closed client [`Error::Closed`]; the rest [`Error::Store`]. The
 /// library's error is the source.
 pub(crate) fn store_error(err: zk::Error, timeout: Duration) -> Error {
     match err {
-        err if connection_lost(&err) => Error::Connection(StoreError::new(err)),
+        // A connection the library gave up on ("no response from connection") left its
+        // requests' outcome unknown, as a lost connection does.
+        err if connection_lost(&err) || matches!(err, zk::Error::Custom(_)) => {
+            Error::Connection(StoreError::new(err))
+        }
         zk::Error::Timeout => Error::Timeout { after: timeout },
         zk::Error::NoAuth | zk::Error::AuthFailed => Error::Auth(StoreError::new(err)),
         zk::Error::ClientClosed => Error::Closed,

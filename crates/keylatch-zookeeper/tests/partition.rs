@@ -189,3 +189,57 @@ async fn a_partitioned_waiter_leaves_the_queue_with_its_session() {
     b.shutdown().await.unwrap();
     c.shutdown().await.unwrap();
 }
+
+/// A release sent while the holder's connection is cut: the library gives up on the silent
+/// connection ("no response from connection"), which is no reason to give up the delete: it is
+/// retried and sent once the connection is back within the session, so the node does not stay
+/// until the session ends (the lock idle meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_cut_off_from_the_server_is_finished_once_the_connection_is_back() {
+    let server = ZooKeeperServer::start().unwrap();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    // A long session and no disconnect bound: the hold and the session outlive the cut.
+    let config = ZkConfig::default()
+        .with_session_timeout(Duration::from_secs(30))
+        .with_connection_timeout(Duration::from_secs(1));
+    let url = format!("zk://127.0.0.1:{}", proxy.port());
+    let a = ZkClient::connect_with(&url, config).await.unwrap();
+    let raw = raw(&server).await;
+    let path = "/keylatch/cut-release";
+    let session = a.session_id();
+
+    let guard = a.lock("cut-release").unwrap().lock().await.unwrap();
+    assert_eq!(children(&raw, path).await.len(), 1);
+    proxy.set(Fault::Blackhole);
+    // The release cannot reach the server: its foreground tries run out.
+    let released = tokio::time::timeout(NOTICED, guard.unlock())
+        .await
+        .expect("the release returns while cut off");
+    assert!(
+        released.is_err(),
+        "a release that reached no server: {released:?}"
+    );
+    assert_eq!(
+        children(&raw, path).await.len(),
+        1,
+        "the node is still there"
+    );
+    // The cut outlasts the release's timeout.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        children(&raw, path).await.len(),
+        1,
+        "the node is still there"
+    );
+    proxy.set(Fault::Pass);
+    // Back within the session: the retried delete removes the node.
+    wait_children(&raw, path, 0).await;
+    assert_eq!(
+        a.session_id(),
+        session,
+        "the same session: the node did not go with it"
+    );
+    let again = a.lock("cut-release").unwrap().lock().await.unwrap();
+    again.unlock().await.unwrap();
+    assert!(children(&raw, path).await.is_empty());
+}
