@@ -137,22 +137,6 @@ async fn open(args: &WorkerArgs, lease: Duration) -> Result<(Vec<Client>, Lock),
     Ok((clients, lock))
 }
 
-/// On ZooKeeper, after an operation whose outcome is unknown: ends the session (its nodes go
-/// with it, as a lease ends on Redis) and opens a new one. keylatch-zookeeper does not retry a
-/// delete that failed with a request timeout, so the node of such a release (or of an
-/// acquisition given up) would otherwise hold the lock as long as the session lives.
-async fn new_session(
-    clients: Vec<Client>,
-    args: &WorkerArgs,
-    lease: Duration,
-) -> Result<(Vec<Client>, Lock), String> {
-    for client in &clients {
-        let _ = tokio::time::timeout(Duration::from_secs(2), client.shutdown()).await;
-    }
-    drop(clients);
-    open(args, lease).await
-}
-
 /// Runs the worker until its deadline; every operation goes to stdout as JSON lines.
 ///
 /// # Errors
@@ -166,7 +150,7 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
     // ZooKeeper: no fixed lease; a hold lasts as long as the session, whose timeout is the
     // lease (see `acquired`).
     let zk = args.servers.iter().any(|u| u.starts_with("zk://"));
-    let (mut clients, mut lock) = open(&args, lease).await?;
+    let (clients, lock) = open(&args, lease).await?;
     let permits = match args.workload {
         crate::Workload::Semaphore => Some(args.permits),
         _ => None,
@@ -201,13 +185,6 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
             }
             Err(e) => {
                 emit(&Event::new(&me, now_ns(), Kind::Info, Op::Acquire).detail(chain(&e)));
-                if zk {
-                    (clients, lock) = match new_session(clients, &args, lease).await {
-                        Ok(opened) => opened,
-                        Err(_) if now_ns() >= args.deadline_ns => return Ok(()),
-                        Err(e) => return Err(e),
-                    };
-                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -243,15 +220,7 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
             }
             Err(e) => Event::new(&me, now_ns(), Kind::Info, Op::Release).detail(chain(&e)),
         };
-        let unknown = done.kind == Kind::Info;
         emit(&done);
-        if zk && unknown {
-            (clients, lock) = match new_session(clients, &args, lease).await {
-                Ok(opened) => opened,
-                Err(_) if now_ns() >= args.deadline_ns => return Ok(()),
-                Err(e) => return Err(e),
-            };
-        }
         tokio::time::sleep(Duration::from_millis(rng.u64(0..=50))).await;
     }
     for client in &clients {
