@@ -213,26 +213,7 @@ impl Commands {
             return Ok(found);
         }
         let moves = self.topology.moves();
-        let mut opened = self.topology.command_connection().await?;
-        // A connection that breaks while it is checked (a `CLIENT KILL`, a restart) is
-        // replaced at once, a few times at most, rather than handed to a caller. The checks
-        // fence the slot's connections given up on first (see `fence.rs`).
-        let mut identity = None;
-        for _ in 0..OPEN_RETRIES {
-            if self.topology.is_cluster() {
-                break;
-            }
-            let fences = slot.fences.lock().expect("slot lock").clone();
-            let address = opened.address.as_deref();
-            match self.greet(address, &mut opened.conn, &fences).await {
-                fence::Greeting::Ready(found) => {
-                    identity = found;
-                    slot.fences.lock().expect("slot lock").drain(..fences.len());
-                    break;
-                }
-                fence::Greeting::Broken => opened = self.topology.command_connection().await?,
-            }
-        }
+        let (opened, identity) = self.open_fenced(&slot.fences).await?;
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         *slot.current.lock().expect("slot lock") = Some(Held {
             generation,

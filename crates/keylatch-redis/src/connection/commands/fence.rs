@@ -15,12 +15,17 @@
 //! only with what already arrived. Not on a Redis Cluster (redis-rs keeps the nodes'
 //! connections).
 //!
-//! May import: the parent `commands` module, `app`, `server_changes`, `keylatch-core`.
+//! May import: the parent `commands` module, `app`, `topology`, `server_changes`,
+//! `keylatch-core`.
+
+use std::sync::Mutex;
 
 use deadpool_redis::redis::{self, FromRedisValue, Value};
+use keylatch_core::Result;
 
-use super::Commands;
+use super::{Commands, OPEN_RETRIES};
 use crate::connection::app::Connection;
+use crate::connection::topology::CommandConnection;
 
 /// A connection as its server knows it (`CLIENT INFO`): its id and the client's address; and
 /// the server's address, if known (a connection is fenced only on the server it went to).
@@ -51,10 +56,46 @@ pub(super) enum Greeting {
     /// The connection works; who it is on the server, if the server said.
     Ready(Option<Identity>),
     /// It broke meanwhile: open another one.
-    Broken,
+    Broken(redis::RedisError),
 }
 
 impl Commands {
+    /// Opens a command connection and checks it (`greet`), fencing first the connections
+    /// given up on in `fences` (a slot's); one that breaks meanwhile (a `CLIENT KILL`, a
+    /// restart) is replaced at once, a few times at most. If none took the checks, the last
+    /// one is handed out unchecked, unless fences are pending: then none is, so that no undo
+    /// runs before them.
+    pub(super) async fn open_fenced(
+        &self,
+        fences: &Mutex<Vec<Identity>>,
+    ) -> Result<(CommandConnection, Option<Identity>)> {
+        let mut opened = self.topology.command_connection().await?;
+        if self.topology.is_cluster() {
+            return Ok((opened, None));
+        }
+        let mut broken = None;
+        for _ in 0..OPEN_RETRIES {
+            let pending = fences.lock().expect("fence lock").clone();
+            let address = opened.address.as_deref();
+            match self.greet(address, &mut opened.conn, &pending).await {
+                Greeting::Ready(identity) => {
+                    fences.lock().expect("fence lock").drain(..pending.len());
+                    return Ok((opened, identity));
+                }
+                Greeting::Broken(err) => {
+                    broken = Some(err);
+                    opened = self.topology.command_connection().await?;
+                }
+            }
+        }
+        match broken {
+            Some(err) if !fences.lock().expect("fence lock").is_empty() => {
+                Err(self.classify(err, ""))
+            }
+            _ => Ok((opened, None)),
+        }
+    }
+
     /// Checks a connection just opened, in one round trip: the server's run id when its
     /// `address` is known (see `note_run_id`), who the connection is (`CLIENT INFO`), and the
     /// kills of `fences` (the slot's connections given up on) that went to the same server.
@@ -86,7 +127,7 @@ impl Commands {
         let replies: Vec<redis::RedisResult<Value>> = match pipe.query_async(conn).await {
             Ok(replies) => replies,
             Err(err) if err.is_io_error() || err.is_connection_dropped() => {
-                return Greeting::Broken;
+                return Greeting::Broken(err);
             }
             Err(err) => {
                 tracing::debug!(target: "keylatch::connection", error = %err, "the checks of a new connection were refused");
@@ -100,8 +141,8 @@ impl Commands {
                 .next()
                 .unwrap_or_else(|| Err(eof()))
                 .and_then(|value| String::from_redis_value(value).map_err(Into::into));
-            if !self.note_run_id(address, info) {
-                return Greeting::Broken;
+            if let Err(err) = self.note_run_id(address, info) {
+                return Greeting::Broken(err);
             }
         }
         let identity = match replies.next() {

@@ -12,9 +12,13 @@ impl Commands {
     /// Reads the run id of the server at `address` from the `INFO server` reply got on a
     /// connection just opened (once per connection, never per command; see `fence.rs`):
     /// another one than last time there is a restart, recorded for the watchdog's loss
-    /// reasons. A server that refuses `INFO` is not checked. Returns `false` when the
+    /// reasons. A server that refuses `INFO` is not checked. Returns the error when the
     /// connection broke meanwhile (the caller opens another one).
-    pub(super) fn note_run_id(&self, address: &str, info: redis::RedisResult<String>) -> bool {
+    pub(super) fn note_run_id(
+        &self,
+        address: &str,
+        info: redis::RedisResult<String>,
+    ) -> redis::RedisResult<()> {
         let changes = self.topology.changes();
         match info {
             Ok(info) => match crate::connection::changes::run_id(&info) {
@@ -22,14 +26,14 @@ impl Commands {
                 None => changes.settled(),
             },
             Err(err) if err.is_io_error() || err.is_connection_dropped() => {
-                return false;
+                return Err(err);
             }
             Err(err) => {
                 tracing::debug!(target: "keylatch::connection", error = %err, "INFO server refused: restarts are not told apart");
                 changes.settled();
             }
         }
-        true
+        Ok(())
     }
 
     /// Why a hold on `key`, confirmed valid at `confirmed` and now found gone, was lost: a
