@@ -186,3 +186,31 @@ async fn a_late_permit_acquire_after_its_undo_takes_no_permit() {
         "the late acquire took a permit for good"
     );
 }
+
+/// The same for an expirable semaphore's permits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_expirable_permit_acquire_after_its_undo_takes_no_permit() {
+    let server = server();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let client = client_via(proxy.url(), Duration::from_secs(30), RESPONSE_TIMEOUT).await;
+    let checker = keylatch_tests::client(&server).await;
+    let name = unique("late-exp-permit");
+    let semaphore = client.permit_expirable_semaphore(&name);
+    semaphore.try_set_permits(3).await.unwrap();
+
+    proxy.set(Fault::Stall);
+    let err = semaphore.try_acquire().await.unwrap_err();
+    assert!(err.is_ambiguous(), "{err:?}");
+    client.wait_idle().await;
+    deliver_late(&proxy).await;
+
+    assert_eq!(
+        checker
+            .permit_expirable_semaphore(&name)
+            .available_permits()
+            .await
+            .unwrap(),
+        3,
+        "the late acquire took a permit"
+    );
+}
