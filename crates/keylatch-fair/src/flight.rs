@@ -7,8 +7,12 @@
 //! request is in flight, the request itself is handed to a background task, which waits for the
 //! reply and undoes exactly what the reply says happened, after it happened.
 //!
-//! (A core-level way to pin an undo to the connection of the request it undoes would give the
-//! same ordering to every primitive.)
+//! A reply lost to the response timeout (or a broken connection) is different: the request's
+//! connection is dropped, and the undo (and the wait's leave) goes over a new one, while the
+//! request may still be on its way on the old one (TCP retransmits it after a partition heals).
+//! The command path kills the old connection on the server before the new one carries
+//! anything (keylatch-redis, `commands/fence.rs`), so the acquire runs before its undo or
+//! never.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +26,12 @@ pub enum Fault {
     DropReplies,
     /// Close new connections at once (existing ones keep their current behaviour).
     Refuse,
+    /// Hold back the requests of the connections open when it is set, and drop their replies;
+    /// connections opened later pass. The held requests reach the server, in order, once the
+    /// fault changes, even when the client closed the connection meanwhile (then the server
+    /// gets the close after them): what TCP does with a request sent during a partition, which
+    /// it retransmits after the heal.
+    Stall,
 }
 
 /// A TCP proxy on a free loopback port in front of `upstream`, run by its own thread, so both
@@ -51,7 +57,19 @@ pub struct FaultProxy {
     resets: Arc<watch::Sender<u64>>,
     stop: Arc<watch::Sender<bool>>,
     open: Arc<AtomicUsize>,
+    serials: Arc<Serials>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Connection numbers, for [`Fault::Stall`].
+#[derive(Debug, Default)]
+struct Serials {
+    /// The number of the next connection.
+    next: AtomicU64,
+    /// Connections numbered below this one are stalled while the fault is `Stall`.
+    stall_below: AtomicU64,
+    /// Connections with requests held back, neither delivered nor dropped yet.
+    holding: AtomicUsize,
 }
 
 impl FaultProxy {
@@ -70,11 +88,13 @@ impl FaultProxy {
         let resets = Arc::new(watch::channel(0u64).0);
         let stop = Arc::new(watch::channel(false).0);
         let open = Arc::new(AtomicUsize::new(0));
+        let serials = Arc::new(Serials::default());
         let state = State {
             upstream,
             fault: fault.clone(),
             resets: resets.clone(),
             open: open.clone(),
+            serials: serials.clone(),
         };
         let mut stopped = stop.subscribe();
         let thread = std::thread::Builder::new()
@@ -102,6 +122,7 @@ impl FaultProxy {
             resets,
             stop,
             open,
+            serials,
             thread: Mutex::new(Some(thread)),
         })
     }
@@ -118,6 +139,10 @@ impl FaultProxy {
 
     /// Sets the fault for all traffic from now on.
     pub fn set(&self, fault: Fault) {
+        if fault == Fault::Stall {
+            let next = self.serials.next.load(Ordering::SeqCst);
+            self.serials.stall_below.store(next, Ordering::SeqCst);
+        }
         self.fault.send_replace(fault);
     }
 
@@ -134,6 +159,14 @@ impl FaultProxy {
     /// Connections open through the proxy.
     pub fn open_connections(&self) -> usize {
         self.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections whose requests were held back by [`Fault::Stall`] and are not through yet:
+    /// neither written to the server nor dropped (the server closed the connection first). A
+    /// connection the client closed while stalled counts until the server closed its side
+    /// too, so after the server ran what it was given.
+    pub fn stalled_connections(&self) -> usize {
+        self.serials.holding.load(Ordering::SeqCst)
     }
 }
 
@@ -153,6 +186,32 @@ struct State {
     fault: Arc<watch::Sender<Fault>>,
     resets: Arc<watch::Sender<u64>>,
     open: Arc<AtomicUsize>,
+    serials: Arc<Serials>,
+}
+
+impl State {
+    /// Whether connection `serial` is stalled now.
+    fn stalls(&self, serial: u64) -> bool {
+        *self.fault.borrow() == Fault::Stall
+            && serial < self.serials.stall_below.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts a connection in [`Serials::holding`] while it lives.
+struct Holding<'a>(Option<&'a AtomicUsize>);
+
+impl Holding<'_> {
+    fn release(&mut self) {
+        if let Some(count) = self.0.take() {
+            count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 async fn accept_loop(listener: TcpListener, state: State) {
@@ -166,6 +225,7 @@ async fn accept_loop(listener: TcpListener, state: State) {
             continue;
         }
         let state = state.clone();
+        let serial = state.serials.next.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             let Ok(server) = TcpStream::connect(state.upstream).await else {
                 return;
@@ -182,12 +242,14 @@ async fn accept_loop(listener: TcpListener, state: State) {
                 &mut server_write,
                 &state,
                 Direction::Requests,
+                serial,
             );
             let replies = pump(
                 &mut server_read,
                 &mut client_write,
                 &state,
                 Direction::Replies,
+                serial,
             );
             tokio::select! {
                 () = requests => {}
@@ -212,22 +274,68 @@ enum Direction {
     Replies,
 }
 
-async fn pump<R, W>(from: &mut R, to: &mut W, state: &State, direction: Direction)
+async fn pump<R, W>(from: &mut R, to: &mut W, state: &State, direction: Direction, serial: u64)
 where
     R: AsyncReadExt + Unpin,
     W: AsyncWriteExt + Unpin,
 {
     let mut buf = vec![0u8; 16 * 1024];
+    // Requests held back by `Fault::Stall`, and the count of this connection among those
+    // holding some.
+    let mut held: Vec<u8> = Vec::new();
+    let mut holding = Holding(None);
+    let mut faults = state.fault.subscribe();
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
+        if !held.is_empty() && !state.stalls(serial) {
+            if to.write_all(&held).await.is_err() {
+                return;
+            }
+            held.clear();
+            holding.release();
+        }
+        let read = tokio::select! {
+            read = from.read(&mut buf) => read,
+            changed = faults.changed(), if !held.is_empty() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let n = match read {
+            Ok(n) if n > 0 => n,
+            _ if held.is_empty() => return,
+            _ => {
+                // The client closed a stalled connection: the server still gets what it sent,
+                // then the close; the pair ends when the server closes its side.
+                while state.stalls(serial) {
+                    if faults.changed().await.is_err() {
+                        return;
+                    }
+                }
+                if to.write_all(&held).await.is_err() {
+                    return;
+                }
+                let _ = to.shutdown().await;
+                std::future::pending::<()>().await;
+                return;
+            }
         };
         let fault = *state.fault.borrow();
         match fault {
             Fault::Blackhole => continue,
             Fault::DropReplies if direction == Direction::Replies => continue,
             Fault::Delay(delay) => tokio::time::sleep(delay).await,
+            Fault::Stall if state.stalls(serial) => {
+                if direction == Direction::Requests {
+                    if held.is_empty() && holding.0.is_none() {
+                        state.serials.holding.fetch_add(1, Ordering::SeqCst);
+                        holding = Holding(Some(&state.serials.holding));
+                    }
+                    held.extend_from_slice(&buf[..n]);
+                }
+                continue;
+            }
             _ => {}
         }
         if to.write_all(&buf[..n]).await.is_err() {

@@ -17,6 +17,7 @@ use keylatch_core::{Error, Result, StoreError};
 
 mod ack;
 mod coalesce;
+mod fence;
 mod on_cluster;
 mod server_changes;
 pub use coalesce::COALESCE_AFTER;
@@ -59,6 +60,8 @@ pub(crate) struct Commands {
 struct Slot {
     current: Mutex<Option<Held>>,
     refill: tokio::sync::Mutex<()>,
+    /// The slot's connections given up on, to fence before its next one is used (`fence.rs`).
+    fences: Mutex<Vec<fence::Identity>>,
 }
 
 struct Held {
@@ -66,6 +69,8 @@ struct Held {
     /// The topology's move count when it was opened: stale once the primary moved.
     moves: u64,
     conn: Connection,
+    /// Who it is on the server, to fence it if it is given up on.
+    identity: Option<fence::Identity>,
     _pooled: Option<deadpool_redis::Connection>,
 }
 
@@ -97,6 +102,7 @@ impl Commands {
                 .map(|_| Slot {
                     current: Mutex::new(None),
                     refill: tokio::sync::Mutex::new(()),
+                    fences: Mutex::default(),
                 })
                 .collect(),
             next: AtomicUsize::new(0),
@@ -207,22 +213,13 @@ impl Commands {
             return Ok(found);
         }
         let moves = self.topology.moves();
-        let mut opened = self.topology.command_connection().await?;
-        // A connection that breaks while its server's run id is read (a `CLIENT KILL`, a
-        // restart) is replaced at once, a few times at most, rather than handed to a caller.
-        for _ in 0..OPEN_RETRIES {
-            match &opened.address {
-                Some(address) if !self.check_run_id(address, &mut opened.conn).await => {
-                    opened = self.topology.command_connection().await?;
-                }
-                _ => break,
-            }
-        }
+        let (opened, identity) = self.open_fenced(&slot.fences).await?;
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         *slot.current.lock().expect("slot lock") = Some(Held {
             generation,
             moves,
             conn: opened.conn.clone(),
+            identity,
             _pooled: opened.pooled,
         });
         Ok((generation, opened.conn))
@@ -236,11 +233,14 @@ impl Commands {
         self.topology.open().await
     }
 
-    /// Drops a broken connection so the next use opens a new one.
+    /// Drops a broken connection so the next use opens a new one, which first fences it.
     fn discard(&self, index: usize, generation: u64) {
-        let mut current = self.slots[index].current.lock().expect("slot lock");
+        let slot = &self.slots[index];
+        let mut current = slot.current.lock().expect("slot lock");
         if current.as_ref().is_some_and(|h| h.generation == generation) {
-            *current = None;
+            if let Some(identity) = current.take().and_then(|held| held.identity) {
+                slot.fences.lock().expect("slot lock").push(identity);
+            }
             self.topology.changes().doubt();
         }
     }

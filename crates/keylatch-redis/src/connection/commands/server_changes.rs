@@ -1,23 +1,24 @@
 //! The command path's part in telling why a hold was lost: the run id read when a connection
 //! opens, and the restarts and failovers seen since a hold was confirmed (see `changes.rs`).
 //!
-//! May import: the parent `commands` module, `app`, `changes`, `keylatch-core`.
+//! May import: the parent `commands` module, `changes`, `keylatch-core`.
 
 use deadpool_redis::redis;
 
 use super::Commands;
-use crate::connection::app::Connection;
 
 /// Restarts and failovers.
 impl Commands {
-    /// Reads the run id of the server at `address` on a connection just opened (once per
-    /// connection, never per command): another one than last time there is a restart,
-    /// recorded for the watchdog's loss reasons. A server that refuses `INFO` is not checked.
-    /// Returns `false` when the connection broke meanwhile (the caller opens another one).
-    pub(super) async fn check_run_id(&self, address: &str, conn: &mut Connection) -> bool {
-        keylatch_core::telemetry::round_trip();
-        let info: redis::RedisResult<String> =
-            redis::cmd("INFO").arg("server").query_async(conn).await;
+    /// Reads the run id of the server at `address` from the `INFO server` reply got on a
+    /// connection just opened (once per connection, never per command; see `fence.rs`):
+    /// another one than last time there is a restart, recorded for the watchdog's loss
+    /// reasons. A server that refuses `INFO` is not checked. Returns the error when the
+    /// connection broke meanwhile (the caller opens another one).
+    pub(super) fn note_run_id(
+        &self,
+        address: &str,
+        info: redis::RedisResult<String>,
+    ) -> redis::RedisResult<()> {
         let changes = self.topology.changes();
         match info {
             Ok(info) => match crate::connection::changes::run_id(&info) {
@@ -25,14 +26,14 @@ impl Commands {
                 None => changes.settled(),
             },
             Err(err) if err.is_io_error() || err.is_connection_dropped() => {
-                return false;
+                return Err(err);
             }
             Err(err) => {
                 tracing::debug!(target: "keylatch::connection", error = %err, "INFO server refused: restarts are not told apart");
                 changes.settled();
             }
         }
-        true
+        Ok(())
     }
 
     /// Why a hold on `key`, confirmed valid at `confirmed` and now found gone, was lost: a
