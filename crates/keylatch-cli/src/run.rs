@@ -209,8 +209,11 @@ async fn lock_for(client: &Client, args: &RunArgs) -> Result<Arc<dyn Distributed
         let semaphore = client
             .permit_expirable_semaphore(name)
             .with_permits(permits);
-        // Sets the count when the semaphore is new; an existing one keeps its own.
-        semaphore.try_set_permits(permits).await?;
+        // Sets the count when the semaphore is new; an existing one keeps its own. On
+        // ZooKeeper the maximum is each process's own (Curator's `maxLeases`): `with_permits`.
+        if client.store_kind() == keylatch::StoreKind::Redis {
+            semaphore.try_set_permits(permits).await?;
+        }
         Arc::new(semaphore.as_lock())
     } else {
         Arc::new(client.lock(name).with_fencing(true))

@@ -24,6 +24,56 @@ fn keylatch(url: &str, args: &[&str]) -> Command {
 }
 
 #[test]
+fn run_with_a_semaphore_on_zookeeper_lets_its_permits_in_and_no_more() {
+    let server = zookeeper();
+    let url = format!("zk://{}", server.connect_string());
+    let dir = scratch("zookeeper-semaphore");
+    // Each command marks itself as holding, counts the holders, and notes when it saw more
+    // than 2 (a violation) or exactly 2 (the permits used).
+    let body = format!(
+        "touch {d}/held.$$; n=$(ls {d} | grep -c '^held'); \
+         [ \"$n\" -gt 2 ] && touch {d}/over; [ \"$n\" -eq 2 ] && touch {d}/two; \
+         echo ran >> {d}/log; sleep 0.5; rm {d}/held.$$",
+        d = dir.display()
+    );
+    let children: Vec<_> = (0..5)
+        .map(|_| {
+            keylatch(
+                &url,
+                &[
+                    "run",
+                    "cli-zk-sem",
+                    "--semaphore",
+                    "2",
+                    "--",
+                    "sh",
+                    "-c",
+                    &body,
+                ],
+            )
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        let status = child.wait().unwrap();
+        assert!(status.success(), "a run failed: {status}");
+    }
+    let log = std::fs::read_to_string(dir.join("log")).unwrap();
+    assert_eq!(log.lines().count(), 5, "every command ran once");
+    assert!(!dir.join("over").exists(), "more than 2 holders at once");
+    assert!(
+        dir.join("two").exists(),
+        "2 permits: two commands ran side by side"
+    );
+    let out = keylatch(&url, &["inspect", "cli-zk-sem", "--json"])
+        .output()
+        .unwrap();
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
 fn run_inspect_and_refusals_on_zookeeper() {
     let server = zookeeper();
     let url = format!("zk://{}", server.connect_string());
