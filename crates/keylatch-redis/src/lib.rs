@@ -57,7 +57,7 @@ pub use hash_hold::{EXTEND_HASH_HOLD, extend_hash_hold};
 pub use keys::{prefixed, suffixed, validate_name, validate_name_with};
 pub use pubsub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
 pub use renewal::{RENEW_HASH_HOLDS, RENEWAL_BATCH};
-pub use wait::{open, wait_for};
+pub use wait::{bounded_attempt, open, wait_for};
 
 /// The `deadpool-redis` crate keylatch is built on.
 pub use deadpool_redis;

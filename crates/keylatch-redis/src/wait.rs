@@ -18,6 +18,12 @@ use crate::pubsub::WakeMode;
 /// are retried with back-off, up to 8 in a row, while the deadline allows; `attempt` must have
 /// undone its own effect before returning one.
 ///
+/// With a deadline, the call returns by the deadline plus one
+/// [`response_timeout`](crate::Config::response_timeout), whatever the servers do: an attempt
+/// still running then (waiting for an earlier undo of the same hold, connecting, or waiting for
+/// a reply, a replica acknowledgement or its own undo) is dropped, which leaves its undo to
+/// the background, and the call ends with [`Error::Timeout`](keylatch_core::Error::Timeout).
+///
 /// # Cancel safety
 /// Cancel safe if `attempt` is: the subscription is released on drop.
 // Not an async fn, on purpose (see the comment in the body).
@@ -38,6 +44,7 @@ where
     // An async block rather than an async fn: it keeps its arguments once, where an async
     // fn's future keeps them twice (as arguments and as locals), in every acquisition's future.
     async move {
+        let mut attempt = move || bounded_attempt(client, deadline, attempt());
         let mut acquisition = client.begin_acquisition(primitive)?;
         acquisition.naming(channel);
         if let Some(owner) = owner {
@@ -126,6 +133,40 @@ where
             _ = client.closing() => return Err(keylatch_core::Error::Closed),
         }
         remaining = None;
+    }
+}
+
+/// One attempt of an acquisition bounded by `deadline`, cut off one
+/// [`response_timeout`](crate::Config::response_timeout) after it with
+/// [`Error::Timeout`](keylatch_core::Error::Timeout). Dropping an attempt leaves its undo to
+/// the background, so the wait bound holds even when a server never answers, or while an
+/// earlier undo of the same hold is still retried (for up to the settle window, which the
+/// attempt waits for). For primitives that run their own wait loop; [`wait_for`] cuts its
+/// attempts so.
+///
+/// # Errors
+/// The attempt's error, or `Timeout`.
+///
+/// # Cancel safety
+/// As `attempt`.
+#[doc(hidden)]
+pub async fn bounded_attempt<T>(
+    client: &Client,
+    deadline: Option<Instant>,
+    attempt: impl Future<Output = Result<Attempt<T>>>,
+) -> Result<Attempt<T>> {
+    let grace = client.config().response_timeout;
+    let Some(cut) = deadline.and_then(|d| d.checked_add(grace)) else {
+        return attempt.await;
+    };
+    // Boxed: the timer inline would grow every acquisition's future, and a round trip costs
+    // far more than the allocation.
+    tokio::select! {
+        biased;
+        outcome = attempt => outcome,
+        () = Box::pin(tokio::time::sleep_until(cut)) => {
+            Err(keylatch_core::Error::Timeout { after: grace })
+        }
     }
 }
 

@@ -116,7 +116,14 @@ impl SpinLock {
         let mut acquisition = client.begin_acquisition("spin")?;
         acquisition.naming(self.name());
         acquisition.owned_by(owner);
-        let mut attempt = || self.inner.attempt(owner, &hold_key, lease, renewal);
+        // Each attempt cut off one response timeout past the deadline (see `bounded_attempt`).
+        let mut attempt = || {
+            keylatch_redis::bounded_attempt(
+                client,
+                deadline,
+                self.inner.attempt(owner, &hold_key, lease, renewal),
+            )
+        };
         let mut failures = 0;
         let mut pauses = self.backoff.pauses();
         let mut refused = false;
