@@ -2,7 +2,7 @@
 //! (an error here) soon after `wait`, even when an earlier acquisition of the same owner lost
 //! its reply and its undo is still retried in the background (for up to the settle window);
 //! once the primary answers again, the same owner takes the lock. The reentrant lock (through
-//! the shared wait loop) and the spin lock (its own loop).
+//! the shared wait loop), the spin lock and the fair lock (their own loops).
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use keylatch_testkit::SentinelSet;
 
 /// The wait of each `try_lock_for`.
 const WAIT: Duration = Duration::from_secs(1);
-/// A hang detector, not a speed check: far beyond the bound (wait + one response timeout).
+/// A hang detector, not a speed check: far beyond the bound (wait + twice the response timeout).
 const HANG: Duration = Duration::from_secs(11);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,7 +44,12 @@ async fn try_lock_for_returns_while_an_undo_of_the_same_owner_is_still_retried()
             .spin_lock("app:wait-bound-sentinel-spin")
             .with_owner(Owner::unique()),
     );
-    for (what, lock) in [("reentrant", reentrant), ("spin", spin)] {
+    let fair: Arc<dyn DistributedLock> = Arc::new(
+        client
+            .fair_lock("app:wait-bound-sentinel-fair")
+            .with_owner(Owner::unique()),
+    );
+    for (what, lock) in [("reentrant", reentrant), ("spin", spin), ("fair", fair)] {
         bound_holds(&set, what, &*lock).await;
     }
     client.shutdown().await.expect("shutdown");

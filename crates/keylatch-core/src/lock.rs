@@ -35,8 +35,8 @@ impl AcquireOptions {
         Self::default()
     }
 
-    /// Wait at most `wait` (zero: try once). On Redis (every primitive but the fair lock and
-    /// RedLock) the call returns by `wait` plus one response timeout whatever the servers do:
+    /// Wait at most `wait` (zero: try once). On Redis (every primitive but RedLock) the call
+    /// returns by `wait` plus twice the response timeout whatever the servers do:
     /// a try still running then ends in a timeout error, and what it may have taken is undone
     /// in the background.
     pub fn with_wait(mut self, wait: Duration) -> Self {

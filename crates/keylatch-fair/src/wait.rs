@@ -28,7 +28,9 @@ use keylatch_core::{
     Renewal, Result, jitter, lease_millis, retrying, validate_lease,
 };
 use keylatch_redis::redis::Value;
-use keylatch_redis::{LETTER_MARK, RENEW_HASH_HOLDS, Subscription, WakeMode, open};
+use keylatch_redis::{
+    LETTER_MARK, RENEW_HASH_HOLDS, Subscription, WakeMode, bounded_attempt, open,
+};
 use tokio::time::Instant;
 
 use crate::flight::{Flight, Undo};
@@ -106,7 +108,11 @@ impl FairLock {
         acquisition.owned_by(owner);
         let result = match options.wait() {
             Some(wait) if wait.is_zero() => {
-                match open(&self.client, self.attempt(&request, Queue::Never).await)? {
+                let once = self.attempt(&request, Queue::Never);
+                match open(
+                    &self.client,
+                    bounded_attempt(&self.client, options.deadline(), once).await,
+                )? {
                     Attempt::Done(guard) => Ok(Some(guard)),
                     Attempt::Retry(_) => Ok(None),
                 }
@@ -130,10 +136,20 @@ impl FairLock {
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard>> {
         // A leave of this owner still running in the background would remove the new entry.
-        self.client
+        // Waited for no longer than the wait bound (the wait plus twice the response timeout).
+        let settled = self
+            .client
             .watchdog()
-            .settled(&self.keys.timeouts, &request.field)
-            .await;
+            .settled(&self.keys.timeouts, &request.field);
+        let grace = self.client.config().response_timeout * 2;
+        match deadline.and_then(|d| d.checked_add(grace)) {
+            Some(cut) => {
+                if tokio::time::timeout_at(cut, settled).await.is_err() {
+                    return Err(Error::Timeout { after: grace });
+                }
+            }
+            None => settled.await,
+        }
         let leave = LeaveGuard::arm(&self.client, &self.keys, &request.field);
         let mut refresh = None;
         let result = self.queued(request, deadline, &mut refresh).await;
@@ -174,7 +190,11 @@ impl FairLock {
         // sleep. Otherwise the first attempt joins the queue, then the waiter subscribes and
         // tries once more: a wake-up may have come before the subscription. `WakeMode::All`:
         // two waits of one owner share the channel, as they share the place in the queue.
-        let mut attempt = || self.attempt(request, Queue::Join);
+        // Each attempt cut twice the response timeout past the deadline (its undo goes on in the
+        // background): an attempt waits for an earlier undo of its hold, which may be retried
+        // for up to the settle window.
+        let mut attempt =
+            || bounded_attempt(&self.client, deadline, self.attempt(request, Queue::Join));
         let hub = self.client.hub();
         // Every waiter has a channel of its own, and owners are new for each acquisition: a
         // pattern over this client's waiters of this lock is one server subscription for

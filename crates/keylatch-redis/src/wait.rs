@@ -18,7 +18,7 @@ use crate::pubsub::WakeMode;
 /// are retried with back-off, up to 8 in a row, while the deadline allows; `attempt` must have
 /// undone its own effect before returning one.
 ///
-/// With a deadline, the call returns by the deadline plus one
+/// With a deadline, the call returns by the deadline plus twice the
 /// [`response_timeout`](crate::Config::response_timeout), whatever the servers do: an attempt
 /// still running then (waiting for an earlier undo of the same hold, connecting, or waiting for
 /// a reply, a replica acknowledgement or its own undo) is dropped, which leaves its undo to
@@ -136,7 +136,7 @@ where
     }
 }
 
-/// One attempt of an acquisition bounded by `deadline`, cut off one
+/// One attempt of an acquisition bounded by `deadline`, cut off twice the
 /// [`response_timeout`](crate::Config::response_timeout) after it with
 /// [`Error::Timeout`](keylatch_core::Error::Timeout). Dropping an attempt leaves its undo to
 /// the background, so the wait bound holds even when a server never answers, or while an
@@ -155,7 +155,10 @@ pub async fn bounded_attempt<T>(
     deadline: Option<Instant>,
     attempt: impl Future<Output = Result<Attempt<T>>>,
 ) -> Result<Attempt<T>> {
-    let grace = client.config().response_timeout;
+    // Twice the response timeout: a request sent by the deadline gets its own response
+    // timeout first (so a lost reply is settled on its connection, which is then fenced);
+    // only an attempt held up before sending (waiting for an earlier undo) is cut.
+    let grace = client.config().response_timeout * 2;
     let Some(cut) = deadline.and_then(|d| d.checked_add(grace)) else {
         return attempt.await;
     };

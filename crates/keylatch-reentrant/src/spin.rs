@@ -116,7 +116,7 @@ impl SpinLock {
         let mut acquisition = client.begin_acquisition("spin")?;
         acquisition.naming(self.name());
         acquisition.owned_by(owner);
-        // Each attempt cut off one response timeout past the deadline (see `bounded_attempt`).
+        // Each attempt cut off twice the response timeout past the deadline (see `bounded_attempt`).
         let mut attempt = || {
             keylatch_redis::bounded_attempt(
                 client,
