@@ -399,16 +399,20 @@ pub async fn run(
                 tokio::time::sleep(hold).await;
             }
             FaultKind::ClockJump => {
-                let process = match step.workers.first() {
-                    Some(w) => format!("c{w}"),
-                    None => servers[hit[0]].node.name.clone(),
+                let processes: Vec<String> = match step.workers.first() {
+                    Some(w) => vec![format!("c{w}")],
+                    None => hit.iter().map(|&i| servers[i].node.name.clone()).collect(),
                 };
                 let clocks = clocks.as_ref().ok_or_else(|| {
                     HarnessError::Command("a clock jump without the shift library".to_owned())
                 })?;
-                clocks.set(&process, step.clock_ms)?;
+                for process in &processes {
+                    clocks.set(process, step.clock_ms)?;
+                }
                 tokio::time::sleep(hold).await;
-                clocks.set(&process, 0)?;
+                for process in &processes {
+                    clocks.set(process, 0)?;
+                }
             }
             FaultKind::PauseClient => {
                 // The current holder if there is one (a paused waiter shows little), else the
