@@ -119,6 +119,16 @@ pub async fn form(addrs: &[String]) -> Result<(), String> {
     }
 }
 
+/// Which servers the nemesis hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Aim {
+    /// The ones the schedule drew from the seed.
+    Scheduled,
+    /// The primary serving the lock's key when the fault starts (the cluster topologies): the
+    /// schedule's count of servers is kept, its choice replaced.
+    Lock,
+}
+
 /// Prints the address of the primary serving the lock's key ([`crate::locks::LOCK`]), as
 /// the first of `addrs` that answers sees it.
 ///

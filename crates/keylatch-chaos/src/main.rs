@@ -19,6 +19,7 @@ mod net;
 mod procs;
 mod run;
 mod servers;
+mod shapes;
 mod signals;
 mod worker;
 mod zookeeper;

@@ -108,6 +108,20 @@ impl fmt::Display for FaultSet {
     }
 }
 
+/// What a partition cuts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// The topology's own partition (a split brain, or workers cut from servers).
+    #[default]
+    Split,
+    /// Sentinel `n` (1-based) cut from every other node: a minority of the three.
+    Sentinel(usize),
+    /// The step's two servers cut from each other (each with the sentinel of the same number
+    /// on `sentinel`); the third data node (and sentinel) sees both sides.
+    Bridge,
+}
+
 /// One fault of the schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Step {
@@ -132,6 +146,13 @@ pub struct Step {
     /// when none does.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub leader: bool,
+    /// A partition's shape (sentinel and zk3 topologies; drawn in `shapes.rs`).
+    #[serde(skip_serializing_if = "is_split")]
+    pub shape: Shape,
+}
+
+fn is_split(shape: &Shape) -> bool {
+    *shape == Shape::Split
 }
 
 impl fmt::Display for Step {
@@ -162,6 +183,11 @@ impl fmt::Display for Step {
         }
         if self.kind == FaultKind::Loss {
             write!(f, " dropping {}%", self.loss_percent)?;
+        }
+        match self.shape {
+            Shape::Split => {}
+            Shape::Sentinel(n) => write!(f, " of sen{n} (a minority of the sentinels)")?,
+            Shape::Bridge => write!(f, " between them (a bridge: the third sees both)")?,
         }
         Ok(())
     }
@@ -250,6 +276,7 @@ pub fn schedule(
             clock_ms,
             servers: on_servers,
             leader: false,
+            shape: Shape::Split,
         });
         t += duration_ms + rng.u64(1_000..=4_000);
     }

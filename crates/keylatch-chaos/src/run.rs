@@ -11,6 +11,7 @@ use tokio::process::Child;
 
 use crate::clock::now_ns;
 use crate::clockshift::ClockShift;
+pub use crate::cluster::Aim;
 use crate::history::current_holder;
 use crate::history::{Event, Kind, NEMESIS, Op};
 use crate::nemesis::{self, FaultKind, FaultSet, Step};
@@ -18,17 +19,7 @@ use crate::net::{self, Network, Node};
 use crate::procs::{self, Cleanup};
 pub use crate::servers::find_program;
 use crate::servers::{Redis, helper};
-use crate::{HarnessError, Topology, Workload, zookeeper};
-
-/// Which servers the nemesis hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Aim {
-    /// The ones the schedule drew from the seed.
-    Scheduled,
-    /// The primary serving the lock's key when the fault starts (the cluster topologies): the
-    /// schedule's count of servers is kept, its choice replaced.
-    Lock,
-}
+use crate::{HarnessError, Topology, Workload, shapes, zookeeper};
 
 /// What a run is asked to do.
 #[derive(Debug, Clone)]
@@ -68,10 +59,14 @@ impl Plan {
             self.lease_ms,
             &self.nemesis,
         );
-        if self.topology.is_zookeeper() {
-            zookeeper::aim(steps, self.seed, self.topology.servers())
-        } else {
-            steps
+        let sentinel = matches!(self.topology, Topology::Sentinel | Topology::SentinelAck);
+        match self.topology {
+            Topology::Zk3 => {
+                let aimed = zookeeper::aim(steps, self.seed, self.topology.servers());
+                shapes::shape(aimed, self.seed, false)
+            }
+            _ if sentinel => shapes::shape(steps, self.seed, true),
+            _ => steps,
         }
     }
 }
@@ -316,14 +311,8 @@ pub async fn run(
             step.servers.iter().map(|s| s - 1).collect()
         };
         if step.leader {
-            let addrs: Vec<String> = servers.iter().map(Redis::addr).collect();
-            let leader = zookeeper::leader(&oracle.node.ns, &me, &addrs).await;
-            if let Some(l) = leader {
-                hit = vec![l];
-            }
-            let at = leader.map_or("none serves as the one leader".to_owned(), |l| {
-                format!("the leader is s{}", l + 1)
-            });
+            let (leader, at) = zookeeper::find_leader(&servers, &oracle.node.ns, &me).await;
+            hit = leader.map_or(hit, |l| vec![l]);
             record(Kind::Info, at);
         }
         let hit_ips: Vec<&str> = hit.iter().map(|&i| servers[i].node.ip.as_str()).collect();
@@ -336,7 +325,12 @@ pub async fn run(
                 };
                 // On zk3 a partition of every server cuts the workers instead.
                 let split = sentinel || cluster || (zk && hit.len() < servers.len());
-                if split && step.kind == FaultKind::Partition {
+                if step.shape != shapes::Shape::Split {
+                    let ws = workers.iter().map(|w| &w.node);
+                    let cut = shapes::cut(&step, &servers, &sentinels, ws)?;
+                    tokio::time::sleep(hold).await;
+                    shapes::heal(&cut);
+                } else if split && step.kind == FaultKind::Partition {
                     // Split brain: the hit data nodes keep only the scheduled workers; the
                     // other data nodes, the sentinels and the other workers lose them.
                     let mut others: Vec<&str> = servers

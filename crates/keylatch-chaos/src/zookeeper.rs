@@ -77,6 +77,16 @@ pub fn leader_of(modes: &[Option<String>]) -> Option<usize> {
     }
 }
 
+/// Which of `servers` leads now (asked from namespace `ns`), and the history's note on it.
+pub async fn find_leader(servers: &[Redis], ns: &str, me: &Path) -> (Option<usize>, String) {
+    let addrs: Vec<String> = servers.iter().map(Redis::addr).collect();
+    let leader = leader(ns, me, &addrs).await;
+    let at = leader.map_or("none serves as the one leader".to_owned(), |l| {
+        format!("the leader is s{}", l + 1)
+    });
+    (leader, at)
+}
+
 /// The schedule aimed at an ensemble of `servers`: every fault on servers hits one of them (a
 /// minority), half of them at whichever leads then; a partition is, drawn half and half, a
 /// split brain (one server cut from the others and from the workers not scheduled) or the
