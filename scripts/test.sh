@@ -57,8 +57,35 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Each step's time, printed when it ends and again in the summary, against the budgets CI
+# keeps to (the whole of .ci/run must end within 90 minutes): the checks ≤ 30 minutes, the
+# server matrix ≤ 10, the chaos slice ≤ 15. A part over its budget is named in the summary;
+# what does not fit belongs behind --full.
+STEP_STARTED=""
+STEP_TIMES=()
+declare -A PART_SECONDS=([checks]=0 [matrix]=0 [chaos]=0)
+declare -A PART_BUDGET=([checks]=1800 [matrix]=600 [chaos]=900)
+part_of() {
+    case "$1" in
+        "server matrix"*) echo matrix ;;
+        "chaos slice"*) echo chaos ;;
+        *) echo checks ;;
+    esac
+}
+end_step() {
+    [ -n "$STEP_STARTED" ] || return 0
+    local took=$((SECONDS - STEP_STARTED)) part
+    part="$(part_of "$STEP_NAME")"
+    PART_SECONDS[$part]=$((PART_SECONDS[$part] + took))
+    STEP_TIMES+=("$(printf '%6d s  %s' "$took" "$STEP_NAME")")
+    log "took ${took} s: $STEP_NAME"
+    STEP_STARTED=""
+}
 step() {
+    end_step
     STEP="$*"
+    STEP_NAME="$*"
+    STEP_STARTED=$SECONDS
     section "$*"
 }
 
@@ -228,7 +255,22 @@ if [ -n "$CHAOS" ]; then
     fi
 fi
 
+end_step
 STEP="summary"
+printf '\n%s: time per step\n' "$SCRIPT_NAME"
+printf '  %s\n' "${STEP_TIMES[@]}"
+over=0
+for part in checks matrix chaos; do
+    budget="${PART_BUDGET[$part]}"
+    spent="${PART_SECONDS[$part]}"
+    if [ "$spent" -gt "$budget" ]; then
+        over=1
+        printf '%s: %s took %d s, over its budget of %d s\n' "$SCRIPT_NAME" "$part" "$spent" "$budget"
+    else
+        printf '%s: %s took %d s (budget %d s)\n' "$SCRIPT_NAME" "$part" "$spent" "$budget"
+    fi
+done
+[ "$over" = 0 ] || log "warning: a part went over its budget: move what does not fit behind --full"
 # Sum the "test result:" lines of every cargo test run.
 read -r passed failed ignored < <(
     sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed; \([0-9]*\) ignored.*/\1 \2 \3/p' "$TEST_LOG" |

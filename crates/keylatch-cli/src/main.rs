@@ -21,6 +21,7 @@ mod failure;
 mod inspect;
 mod inspect_zk;
 mod latch;
+mod reap;
 mod run;
 mod zk_raw;
 
@@ -32,6 +33,9 @@ use crate::cli::{Cli, Command};
 use crate::failure::{EX_SOFTWARE, EX_USAGE};
 
 fn main() -> ExitCode {
+    if let Some(code) = reap::main_if_reaper() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {

@@ -16,6 +16,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{OnLost, RunArgs};
 use crate::failure::{EX_LOST, EX_SOFTWARE, EX_TEMPFAIL, EX_USAGE, Failure};
+use crate::reap::Reaper;
 
 /// Runs `args.command` under the lock and returns the exit code.
 pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
@@ -52,14 +53,15 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
         }
     };
     tracing::debug!(lock = %args.name, token = ?guard.fencing_token(), "acquired");
-    let child = match spawn(&args, guard.fencing_token()) {
-        Ok(child) => child,
+    let (child, reaper) = match spawn(&args, guard.fencing_token()).await {
+        Ok(spawned) => spawned,
         Err(failure) => {
             release(&client, guard, &args.name).await;
             return Err(failure);
         }
     };
     let outcome = supervise(child, guard.lost(), || guard.loss_reason(), &args).await;
+    reaper.done().await;
     if matches!(outcome, Ok(EX_LOST)) {
         // The hold is gone (or the server does not answer): nothing to wait for.
         guard.forget();
@@ -126,8 +128,8 @@ pub async fn run_redlock(mut configs: Vec<Config>, args: RunArgs) -> Result<u8, 
         }
     };
     tracing::debug!(lock = %args.name, servers = guard.guards().len(), "acquired a RedLock");
-    let child = match spawn(&args, None) {
-        Ok(child) => child,
+    let (child, reaper) = match spawn(&args, None).await {
+        Ok(spawned) => spawned,
         Err(failure) => {
             release_redlock(&clients, guard, &args.name).await;
             return Err(failure);
@@ -140,6 +142,7 @@ pub async fn run_redlock(mut configs: Vec<Config>, args: RunArgs) -> Result<u8, 
         &args,
     )
     .await;
+    reaper.done().await;
     if matches!(outcome, Ok(EX_LOST)) {
         for part in guard.into_guards() {
             part.forget();
@@ -173,9 +176,18 @@ fn not_acquired(args: &RunArgs) -> Failure {
     )
 }
 
-/// Starts the command. It learns the lock's name and, for the locks that issue one, its
-/// fencing token, so it can fence its writes (as `etcdctl lock` exports its key and revision).
-fn spawn(args: &RunArgs, token: Option<u64>) -> Result<Child, Failure> {
+/// Starts the command, watched by a [`Reaper`] that kills it (and every process below it) if
+/// keylatch dies before the command ends. The command learns the lock's name and, for the
+/// locks that issue one, its fencing token, so it can fence its writes (as `etcdctl lock`
+/// exports its key and revision).
+async fn spawn(args: &RunArgs, token: Option<u64>) -> Result<(Child, Reaper), Failure> {
+    // Started first: no command runs unwatched.
+    let mut reaper = Reaper::start().map_err(|err| {
+        Failure::new(
+            EX_SOFTWARE,
+            format!("cannot start the watcher that stops the command if keylatch dies: {err}"),
+        )
+    })?;
     let mut command = Command::new(&args.command[0]);
     command.args(&args.command[1..]).kill_on_drop(true);
     // Where Redis is, the credentials, the TLS files and the client's settings stay with
@@ -185,14 +197,32 @@ fn spawn(args: &RunArgs, token: Option<u64>) -> Result<Child, Failure> {
     if let Some(token) = token {
         command.env("KEYLATCH_FENCING_TOKEN", token.to_string());
     }
-    command.spawn().map_err(|err| {
+    let child = command.spawn().map_err(|err| {
         let code = if err.kind() == std::io::ErrorKind::NotFound {
             127
         } else {
             126
         };
         Failure::new(code, format!("cannot run {:?}: {err}", args.command[0]))
-    })
+    });
+    let child = match child {
+        Ok(child) => child,
+        Err(failure) => {
+            reaper.done().await;
+            return Err(failure);
+        }
+    };
+    if let Some(pid) = child.id()
+        && let Err(err) = reaper.watch(pid).await
+    {
+        // The command runs unwatched: stop it rather than let it outlive keylatch.
+        drop(child);
+        return Err(Failure::new(
+            EX_SOFTWARE,
+            format!("cannot hand the command to its watcher: {err}"),
+        ));
+    }
+    Ok((child, reaper))
 }
 
 /// The lock handle for the primitive the flags chose.

@@ -843,3 +843,83 @@ fn run_help_groups_the_options_under_headings() {
     assert_eq!(options_under("Command"), ["--on-lost", "--grace"]);
     assert_eq!(options_under("Options"), ["--verbose...", "--help"]);
 }
+
+/// Kills the processes named by pid when dropped (a test that fails leaves none behind).
+struct KillOnDrop(Vec<String>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            if running(pid) {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", pid])
+                    .status();
+            }
+        }
+    }
+}
+
+/// Whether the process runs (exists and is not a zombie waiting for its parent).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+#[test]
+fn a_killed_keylatch_takes_its_command_and_its_children_with_it() {
+    let server = server();
+    let dir = scratch("orphans");
+    // The command starts a child of its own, then waits for it.
+    let script = format!(
+        "sleep 300 & echo $! > {d}/child.tmp; mv {d}/child.tmp {d}/child; echo $$ > {d}/command; wait",
+        d = dir.display()
+    );
+    let mut holder = keylatch(
+        &server,
+        &[
+            "run",
+            "--watchdog",
+            "2s",
+            "cli-orphans",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    wait_for_file(&dir.join("command"));
+    let command = std::fs::read_to_string(dir.join("command")).unwrap();
+    let child = std::fs::read_to_string(dir.join("child")).unwrap();
+    let (command, child) = (command.trim(), child.trim());
+    // Whatever the outcome, nothing this test started outlives it.
+    let _cleanup = KillOnDrop(vec![command.to_owned(), child.to_owned()]);
+    assert!(running(command) && running(child), "the command runs");
+
+    holder.kill().unwrap(); // SIGKILL, as the OOM killer sends: no release, no clean-up
+    holder.wait().unwrap();
+    // The lock passes on once the watchdog timeout ends the hold; by then the command and
+    // its child must be gone (they are killed at once, not at the hand-over).
+    let out = output(
+        &server,
+        &["run", "--wait", "10s", "cli-orphans", "--", "true"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the next holder got the lock: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !running(command),
+        "the command {command} outlived its keylatch into the next holder's turn"
+    );
+    assert!(
+        !running(child),
+        "the command's child {child} outlived its keylatch into the next holder's turn"
+    );
+}

@@ -444,7 +444,7 @@ impl PermitExpirableSemaphore {
             undo_call = undo_call.arg(id.as_str());
             call = call.arg(id.as_str());
         }
-        let undo = Settle::arm(client, undo_call, Instant::now());
+        let undo = Settle::arm_undo(client, undo_call, &self.shared.name, ids.len() as u64);
         let sent_at = Instant::now();
         let reply = match client.eval_value(&call).await {
             Ok(reply) => reply,

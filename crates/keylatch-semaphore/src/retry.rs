@@ -189,6 +189,21 @@ impl Settle {
         }
     }
 
+    /// Arms the undo of an acquisition (it gives back `permits` of `name` if the acquisition
+    /// ran), retried until applied while the client lives, as a release is: an undo is
+    /// idempotent (it leaves a tombstone), so sending it again is always safe, and giving it up
+    /// would lose the permits of an acquisition that a paused server applies on its return.
+    /// What an outage longer than a marker's life can cost is the release's bound: an
+    /// acquisition that reaches the server after its tombstone expired takes its permits.
+    pub(crate) fn arm_undo(
+        client: &Client,
+        call: ScriptCall,
+        name: &Arc<str>,
+        permits: u64,
+    ) -> Settle {
+        Settle::arm_release(client, call, client.track_release(name, permits), None)
+    }
+
     /// Arms a release, retried until applied (see [`run_until_applied`]).
     pub(crate) fn arm_release(
         client: &Client,
@@ -212,25 +227,35 @@ impl Settle {
     }
 
     /// Runs the call now and waits, at most the client's release timeout; if that fails or
-    /// takes longer, it goes on in the background.
+    /// takes longer, it goes on in the background. The job stays armed while it runs, so a
+    /// caller cut off mid-call (a deadline, a dropped future) hands it to the background too.
     pub(crate) async fn run_now(mut self) -> Result<Value> {
-        let Some(job) = self.job.take() else {
+        let Some(job) = self.job.as_ref() else {
             return Ok(Value::Nil);
         };
         let limit = job.client.config().release_timeout;
-        let attempt = job.run();
-        match tokio::time::timeout(limit, attempt).await {
-            Ok(Ok(value)) => Ok(value),
+        match tokio::time::timeout(limit, job.run()).await {
+            Ok(Ok(value)) => {
+                self.settled(&value);
+                Ok(value)
+            }
+            // Transient: dropped armed, it goes on in the background.
+            Ok(Err(err)) if retriable(&err) => Err(err),
             Ok(Err(err)) => {
-                if retriable(&err) {
-                    drop(Settle { job: Some(job) });
-                }
+                self.job = None;
                 Err(err)
             }
-            Err(_) => {
-                drop(Settle { job: Some(job) });
-                Err(Error::Timeout { after: limit })
-            }
+            Err(_) => Err(Error::Timeout { after: limit }),
+        }
+    }
+
+    /// The call was applied with this reply: a release's marker is settled, nothing is left
+    /// to run.
+    fn settled(&mut self, value: &Value) {
+        if let Some(job) = self.job.take()
+            && let (Value::Int(1), Some(done)) = (value, job.done)
+        {
+            done.settle();
         }
     }
 }

@@ -402,7 +402,7 @@ impl Semaphore {
         let client = &self.shared.client;
         let marker = requests.marker();
         let window = requests.window_ms();
-        let undo = Settle::arm(
+        let undo = Settle::arm_undo(
             client,
             UNDO_ACQUIRE
                 .call()
@@ -411,7 +411,8 @@ impl Semaphore {
                 .key(&marker)
                 .arg(permits)
                 .arg(window),
-            Instant::now(),
+            &self.shared.name,
+            u64::from(permits),
         );
         let settled = requests.take_settled();
         let call = ACQUIRE.call().key(self.name()).key(&marker);

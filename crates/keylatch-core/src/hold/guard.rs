@@ -360,27 +360,37 @@ impl Drop for UndoGuard {
 }
 
 /// Runs the conditional undo [`HoldRelease::release_if_count`] until it is known applied (or
-/// refused for good), retrying lost replies with back-off while `window` allows: the undo is
-/// conditional on the hold count, so repeating it is safe.
+/// refused for good), retrying lost replies and an unreachable store with back-off for as long
+/// as the client lives: the undo is conditional on the hold count, so repeating it is always
+/// safe, and giving it up would leave a hold that a paused server applies on its return in
+/// place until its lease ends. Past `window` it warns once and retries at most a second
+/// apart, so that it reaches a returning server well within a marker's life. A client that
+/// has shut down answers [`Error::Closed`](crate::Error::Closed), which ends it.
 async fn settle(
     release: &dyn HoldRelease,
     owner: OwnerId,
     expected: u64,
     window: std::time::Duration,
 ) -> Result<()> {
-    let deadline = Instant::now() + window;
+    let started = Instant::now();
+    let mut warned = false;
     let mut backoff = Backoff::new(
         std::time::Duration::from_millis(10),
-        std::time::Duration::from_millis(500),
+        (window / 4).clamp(
+            std::time::Duration::from_millis(10),
+            std::time::Duration::from_secs(1),
+        ),
     );
     loop {
         match release.release_if_count(owner, expected).await {
             Err(err) if err.is_transient() => {
-                let delay = backoff.next_delay();
-                if Instant::now() + delay >= deadline {
-                    return Err(err);
+                if !warned && started.elapsed() >= window {
+                    warned = true;
+                    tracing::warn!(target: "keylatch::client", error = %err,
+                        "a release or undo is still not confirmed after the request window: \
+                         retrying until the store answers");
                 }
-                tokio::time::sleep(delay).await;
+                backoff.wait().await;
             }
             other => return other,
         }

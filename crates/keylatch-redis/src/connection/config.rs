@@ -118,14 +118,16 @@ pub struct Config {
     pub subscription_linger: Duration,
     /// The longest `unlock().await` (and a permit's `release().await`) waits for the server:
     /// past it the call returns [`Error::Timeout`] and the release goes on in the background,
-    /// retried until it is known applied or [`Config::settle_window`] passes; the lease ends the
-    /// hold at the latest.
+    /// retried until it is known applied while the client lives; the lease ends the hold at
+    /// the latest.
     #[cfg_attr(feature = "serde", serde(with = "duration::serde_form"))]
     pub release_timeout: Duration,
-    /// How long a release (or the undo of an acquire) whose reply was lost goes on being
-    /// retried in the background, and how long the request markers that make those retries
-    /// apply once live: a server paused or cut off for less than this still gets every
-    /// release once it answers again. At least `3 × response_timeout + 1 s` is used.
+    /// How long the request markers that make retried calls apply once live (the request
+    /// window): a release or the undo of an acquire whose reply was lost is retried while the
+    /// client lives (with a warning once this has passed), and a request that reaches the
+    /// server within this of its retry or undo applies once. Calls that are neither
+    /// (`add_permits`, `try_set_permits`, `drain_permits`) are retried only within it. At least
+    /// `3 × response_timeout + 1 s` is used.
     #[cfg_attr(feature = "serde", serde(with = "duration::serde_form"))]
     pub settle_window: Duration,
     /// The longest [`Client::shutdown`](crate::Client::shutdown) takes to release what the
