@@ -4,7 +4,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 
 use common::{bare, critical_section, keylatch, output, scratch, server, wait_for_file};
@@ -871,27 +871,41 @@ fn running(pid: &str) -> bool {
 #[test]
 fn a_killed_keylatch_takes_its_command_and_its_children_with_it() {
     let server = server();
-    let dir = scratch("orphans");
+    killed_keylatch_takes_its_command(|args| keylatch(&server, args), "orphans");
+}
+
+#[test]
+fn a_killed_keylatch_takes_its_command_and_its_children_with_it_on_zookeeper() {
+    assert!(
+        keylatch_testkit::zookeeper_available(),
+        "ZooKeeper is not installed: run ./scripts/setup-zookeeper.sh"
+    );
+    let server = keylatch_testkit::ZooKeeperServer::start().expect("start ZooKeeper");
+    let url = format!("zk://{}", server.connect_string());
+    killed_keylatch_takes_its_command(
+        |args| {
+            let mut cmd = bare(&["--url", &url]);
+            cmd.args(args);
+            cmd
+        },
+        "orphans-zk",
+    );
+}
+
+/// SIGKILLs a `keylatch run` whose command started a child of its own; the next run gets the
+/// lock once the hold ends (the watchdog timeout, or on ZooKeeper the session timeout: both
+/// 2 s), and by then the command and its child must be gone.
+fn killed_keylatch_takes_its_command(keylatch: impl Fn(&[&str]) -> Command, tag: &str) {
+    let dir = scratch(tag);
+    let name = format!("cli-{tag}");
     // The command starts a child of its own, then waits for it.
     let script = format!(
         "sleep 300 & echo $! > {d}/child.tmp; mv {d}/child.tmp {d}/child; echo $$ > {d}/command; wait",
         d = dir.display()
     );
-    let mut holder = keylatch(
-        &server,
-        &[
-            "run",
-            "--watchdog",
-            "2s",
-            "cli-orphans",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-    )
-    .spawn()
-    .unwrap();
+    let mut holder = keylatch(&["run", "--watchdog", "2s", &name, "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
     wait_for_file(&dir.join("command"));
     let command = std::fs::read_to_string(dir.join("command")).unwrap();
     let child = std::fs::read_to_string(dir.join("child")).unwrap();
@@ -902,12 +916,11 @@ fn a_killed_keylatch_takes_its_command_and_its_children_with_it() {
 
     holder.kill().unwrap(); // SIGKILL, as the OOM killer sends: no release, no clean-up
     holder.wait().unwrap();
-    // The lock passes on once the watchdog timeout ends the hold; by then the command and
-    // its child must be gone (they are killed at once, not at the hand-over).
-    let out = output(
-        &server,
-        &["run", "--wait", "10s", "cli-orphans", "--", "true"],
-    );
+    // The lock passes on once the hold ends; by then the command and its child must be gone
+    // (they are killed at once, not at the hand-over).
+    let out = keylatch(&["run", "--wait", "20s", &name, "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
