@@ -29,6 +29,7 @@ LAYERS = {
     "keylatch-fair": 2,
     "keylatch-rwlock": 2,
     "keylatch-semaphore": 2,
+    "keylatch-queue": 2,
     "keylatch-latch": 2,
     "keylatch-redlock": 3,
     "keylatch": 4,

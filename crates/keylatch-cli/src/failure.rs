@@ -45,6 +45,7 @@ impl From<keylatch::Error> for Failure {
             | E::TlsFile { .. }
             | E::InvalidPermits { .. }
             | E::InvalidCount { .. }
+            | E::Codec { .. }
             | E::Unsupported { .. } => EX_USAGE,
             E::Connect { .. }
             | E::Connection(_)

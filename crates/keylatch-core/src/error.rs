@@ -217,6 +217,15 @@ pub enum Error {
         /// Which call it was.
         what: &'static str,
     },
+    /// A value that a codec cannot represent portably (or stored bytes it cannot read back):
+    /// nothing was written for it.
+    #[error("the {codec} codec cannot represent this value: {reason}")]
+    Codec {
+        /// The codec (`"long"`, `"json"`, …).
+        codec: &'static str,
+        /// What was wrong with the value.
+        reason: String,
+    },
     /// The client has been shut down.
     #[error("the keylatch client is closed")]
     Closed,

@@ -77,6 +77,7 @@ fn all_scripts() -> Vec<&'static LuaScript> {
     scripts.extend_from_slice(keylatch_rwlock::SCRIPTS);
     scripts.extend_from_slice(keylatch_semaphore::SCRIPTS);
     scripts.extend_from_slice(keylatch_latch::SCRIPTS);
+    scripts.extend_from_slice(keylatch_queue::SCRIPTS);
     scripts
 }
 
@@ -322,6 +323,21 @@ impl Client {
         CountDownLatch::on(&self.store, name, |redis| {
             keylatch_latch::CountDownLatch::new(redis, name)
         })
+    }
+
+    /// The delayed queue `name` in Redisson's `RDelayedQueue` layout, its values read and
+    /// written by the codec `C` (see [`queue::DelayedQueue`](crate::queue::DelayedQueue)).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on ZooKeeper (nothing is written).
+    pub fn delayed_queue<C: crate::queue::Codec>(
+        &self,
+        name: &str,
+    ) -> keylatch_core::Result<crate::queue::DelayedQueue<C>> {
+        match &self.store {
+            Store::Redis(redis) => Ok(crate::queue::DelayedQueue::new(redis, name)),
+            Store::ZooKeeper(_) => Err(crate::store::redis_only("delayed queue", "delayed_queue")),
+        }
     }
 
     /// Ends the client: refuses new acquisitions, ends the waits in progress with

@@ -101,6 +101,12 @@ pub use redis_only::{CountDownLatch, MultiValueLock, SpinLock};
 pub use rwlock::{ReadLock, RwLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphoreLock};
 
+/// The delayed queue (Redis only): Redisson's `RDelayedQueue` layout, delivered without a
+/// transfer task; its codecs. See [`Client::delayed_queue`].
+pub mod queue {
+    pub use keylatch_queue::*;
+}
+
 /// The ZooKeeper store (`zk://` URLs), with the `zookeeper` feature: its client and settings,
 /// for what the facade's [`Client`] does not cover (the session, the recipes' own types).
 #[cfg(feature = "zookeeper")]

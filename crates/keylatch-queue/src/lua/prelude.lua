@@ -1,0 +1,56 @@
+-- keylatch delayed queue: shared parts.
+-- The server's clock in whole milliseconds.
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A whole number of milliseconds in plain decimal (what Redisson reads with Long.valueOf).
+local function ms(n)
+  return string.format('%d', n)
+end
+
+-- The value of a packed element, or nil when it is neither packing. Redisson's current packing
+-- is struct 'Bc0Lc0': the random id's length (a byte), the id, the value's length (the
+-- server's unsigned long, 8 bytes), the value. The packing of Redisson before 3.21.1 is
+-- 'dLc0': a double, the value's length, the value. Each is read only when its lengths add up.
+local function unpack_element(v)
+  local n = #v
+  if n >= 9 then
+    local idlen = string.byte(v, 1)
+    if n >= 1 + idlen + 8 then
+      local len = struct.unpack('L', v, 2 + idlen)
+      if n == 1 + idlen + 8 + len then
+        return string.sub(v, 1 + idlen + 8 + 1)
+      end
+    end
+  end
+  if n >= 16 then
+    local len = struct.unpack('L', v, 9)
+    if n == 16 + len then
+      return string.sub(v, 17)
+    end
+  end
+  return nil
+end
+
+-- Moves up to `limit` elements due by `now` from the delay zset (KEYS[2]) and list (KEYS[3]) to
+-- the destination list (KEYS[1]), in due order, as Redisson's transfer does. An element that
+-- neither packing reads goes to the unreadable list (KEYS[4]) instead of being delivered
+-- half-read. Returns how many moved.
+local function move_due(now, limit)
+  local due = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, limit)
+  for _, v in ipairs(due) do
+    local value = unpack_element(v)
+    if value then
+      redis.call('rpush', KEYS[1], value)
+    else
+      redis.call('rpush', KEYS[4], v)
+    end
+    redis.call('lrem', KEYS[3], 1, v)
+  end
+  if #due > 0 then
+    redis.call('zrem', KEYS[2], unpack(due))
+  end
+  return #due
+end

@@ -1,0 +1,40 @@
+//! The queue's counts, and reading numbers from script replies. Imports nothing of this crate.
+
+use std::time::Duration;
+
+use keylatch_redis::redis::Value;
+
+/// A queue's counts at one instant of the server's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueCounts {
+    /// Elements still delayed (in the delay zset), due or not.
+    pub delayed: u64,
+    /// Of those, the ones due by now (a take moves them).
+    pub due: u64,
+    /// Elements ready in the destination list.
+    pub ready: u64,
+    /// How long ago the oldest due element still delayed became due.
+    pub oldest_overdue: Option<Duration>,
+}
+
+impl QueueCounts {
+    /// Every element, delayed or ready.
+    pub fn total(&self) -> u64 {
+        self.delayed + self.ready
+    }
+}
+
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// An integer reply, or a decimal one in a bulk string.
+pub(crate) fn as_u64(value: &Value) -> Option<u64> {
+    match value {
+        Value::Int(n) => u64::try_from(*n).ok(),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
+        Value::SimpleString(text) => text.parse().ok(),
+        _ => None,
+    }
+}
