@@ -19,7 +19,7 @@
 //! use std::time::Duration;
 //! use keylatch::queue::Long;
 //!
-//! let retries = client.delayed_queue::<Long>("order-retries");
+//! let retries = client.delayed_queue::<Long>("order-retries")?;
 //! retries.offer(&42, Duration::from_secs(5)).await?;
 //! if let Some(order) = retries.poll_for(Duration::from_secs(10)).await? {
 //!     println!("retrying order {order}");

@@ -57,7 +57,7 @@ const SEEN_PER_CALL: usize = 16;
 /// use std::time::Duration;
 /// use keylatch::queue::Utf8;
 ///
-/// let reminders = client.delayed_queue::<Utf8>("reminders");
+/// let reminders = client.delayed_queue::<Utf8>("reminders")?;
 /// reminders.offer(&"call back order 42".to_owned(), Duration::from_secs(30)).await?;
 /// // ... in a consumer, about 30 s later:
 /// let due = reminders.take().await?;
