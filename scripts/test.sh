@@ -62,6 +62,21 @@ step() {
     section "$*"
 }
 
+step "stray files (every tracked file at the repository's root is one the project means to have)"
+# What the root holds on purpose: the workspace's manifest and lock file, the README, the
+# CHANGELOG, the licences, clippy's settings and dot-files (.gitignore, .github/…). Anything
+# else there (a shell's scratch output, a log) fails the run; add a file here when it belongs.
+ROOT_ALLOWED='^(Cargo\.toml|Cargo\.lock|README\.md|CHANGELOG\.md|LICENSE-[A-Z]+|clippy\.toml|rustfmt\.toml|rust-toolchain\.toml|\..+)$'
+stray="$(git -C "$ROOT" ls-files | grep -v / | grep -Ev "$ROOT_ALLOWED" || true)"
+if [ -n "$stray" ]; then
+    {
+        log "tracked files at the repository's root that are not in scripts/test.sh's ROOT_ALLOWED:"
+        printf '%s\n' "$stray" | sed 's/^/  /'
+        log "remove them (git rm), or add them to ROOT_ALLOWED if the project means to ship them"
+    } >&2
+    exit 1
+fi
+
 if [ -n "$MATRIX$ALL_SERVERS" ]; then
     step "setup (scripts/setup.sh --servers)"
     "$ROOT/scripts/setup.sh" --servers
