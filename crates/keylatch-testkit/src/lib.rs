@@ -118,7 +118,9 @@ mod support;
 mod tls;
 mod zookeeper;
 
-pub use build::{SERVER_ENV, ServerBuild, server_build, server_program, skip_without_tls};
+pub use build::{
+    SERVER_ENV, ServerBuild, report_skip, server_build, server_program, skip_without_tls,
+};
 pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
