@@ -324,8 +324,9 @@ fn harness(args: RunArgs) -> ExitCode {
     }
     if args.topology.is_zookeeper() && args.workload == Workload::Semaphore {
         eprintln!(
-            "keylatch-chaos: the semaphore workload does not run on zk3: the facade's semaphore \
-             is Redis only (on ZooKeeper it answers Unsupported), and it needs a fixed lease"
+            "keylatch-chaos: the semaphore workload does not run on zk3: it takes each permit \
+             with a fixed lease, which ZooKeeper has no form of (there the facade's semaphore \
+             holds a permit for its session, and a fixed lease answers Unsupported)"
         );
         return ExitCode::from(2);
     }
