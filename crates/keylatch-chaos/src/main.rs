@@ -325,8 +325,7 @@ fn harness(args: RunArgs) -> ExitCode {
     if args.topology.is_zookeeper() && args.workload == Workload::Semaphore {
         eprintln!(
             "keylatch-chaos: the semaphore workload does not run on zk3: it takes each permit \
-             with a fixed lease, which ZooKeeper has no form of (there the facade's semaphore \
-             holds a permit for its session, and a fixed lease answers Unsupported)"
+             with a fixed lease, which ZooKeeper has no form of (it answers Unsupported)"
         );
         return ExitCode::from(2);
     }
