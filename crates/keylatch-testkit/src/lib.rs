@@ -126,7 +126,7 @@ pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};
 pub use tls::{ClientAuth, TlsFiles};
-pub use zookeeper::{ZooKeeperEnsemble, ZooKeeperServer, zookeeper_available};
+pub use zookeeper::{FORCE_SYNC_ENV, ZooKeeperEnsemble, ZooKeeperServer, zookeeper_available};
 
 use std::path::Path;
 
