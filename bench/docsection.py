@@ -1,5 +1,5 @@
 """What the bench reports share: reading a results directory and rewriting one marked section
-of docs/benchmarks.md. Standard library only."""
+of a report (docs/benchmarks.md, bench/results/peers.md). Standard library only."""
 
 import argparse
 import json

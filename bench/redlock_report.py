@@ -3,7 +3,7 @@ meta.json, written by `bench-rust --redlock-urls`) as tables on stdout and as th
 docs/benchmarks.md between <!-- redlock:start --> and <!-- redlock:end -->. Standard library
 only.
 
-    python3 bench/redlock_report.py --results bench/results/redlock --doc docs/benchmarks.md
+    python3 bench/redlock_report.py --results bench/results/redlock --doc bench/results/peers.md
 """
 
 import sys

@@ -1,8 +1,8 @@
 """Turns the raw results of scripts/bench.sh (bench/results/*.jsonl and *.json) into tables
-on stdout, plots under docs/img/, and the section of docs/benchmarks.md between
+on stdout, plots under docs/img/, and the section of bench/results/peers.md between
 <!-- peers:start --> and <!-- peers:end -->.
 
-    python bench/report.py --results bench/results --doc docs/benchmarks.md --img docs/img
+    python bench/report.py --results bench/results --doc bench/results/peers.md --img docs/img
 """
 
 import os

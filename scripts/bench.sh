@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # keylatch against peer lock libraries (Rust, Python, Node) and the physical limit, in one
 # run on one throwaway redis-server. Installs what it needs, prints tables, and rewrites the
-# section of docs/benchmarks.md between <!-- peers:start --> and <!-- peers:end --> with
-# tables and plots (docs/img/peers-*.png). With the rust runner, then keylatch's RedLock
-# against rslock over 3 and over 5 throwaway redis-servers, rendered between
-# <!-- redlock:start --> and <!-- redlock:end -->; and keylatch on a 3-primary Redis Cluster
+# section of bench/results/peers.md (the full report; docs/benchmarks.md summarises it) between
+# <!-- peers:start --> and <!-- peers:end --> with tables, and the plots docs/img/peers-*.png.
+# With the rust runner, then keylatch's RedLock against rslock over 3 and over 5 throwaway
+# redis-servers, rendered in bench/results/peers.md between <!-- redlock:start --> and
+# <!-- redlock:end -->; and keylatch on a 3-primary Redis Cluster
 # against one server (scripts/bench-cluster.sh), between <!-- cluster:start --> and
 # <!-- cluster:end -->; and the library tax (tests/benches/tax.rs) at 1 to 1 024 tasks with
 # coalescing on and off, plotted as docs/img/scaling.png between <!-- scaling:start --> and
@@ -228,8 +229,9 @@ if [ "$REPORT_ONLY" -eq 0 ] && [ "$REDLOCK_ONLY" -eq 1 ]; then
 elif [ "$REPORT_ONLY" -eq 0 ] && [ "$SCALING_ONLY" -eq 1 ]; then
     run_scaling
 elif [ "$REPORT_ONLY" -eq 0 ]; then
-    rm -rf "$RESULTS"
+    # The raw results of the last run go; the reports kept there (*.md, tracked) stay.
     mkdir -p "$RESULTS"
+    find "$RESULTS" -mindepth 1 -maxdepth 1 ! -name '*.md' -exec rm -rf {} +
     trap stop_throwaway_redis EXIT
     start_throwaway_redis
     URL="redis://127.0.0.1:$THROWAWAY_REDIS_PORT"
@@ -317,10 +319,10 @@ fi
 section "report"
 [ -d "$RESULTS" ] || die "no results in $RESULTS: run without --report first"
 if [ "$REDLOCK_ONLY" -eq 0 ] && [ "$SCALING_ONLY" -eq 0 ]; then
-    "$PY" "$BENCH/report.py" --results "$RESULTS" --doc "$ROOT/docs/benchmarks.md" --img "$ROOT/docs/img"
+    "$PY" "$BENCH/report.py" --results "$RESULTS" --doc "$RESULTS/peers.md" --img "$ROOT/docs/img"
 fi
 if [ "$SCALING_ONLY" -eq 0 ] && [ -f "$RESULTS/redlock/meta.json" ]; then
-    python3 "$BENCH/redlock_report.py" --results "$RESULTS/redlock" --doc "$ROOT/docs/benchmarks.md"
+    python3 "$BENCH/redlock_report.py" --results "$RESULTS/redlock" --doc "$RESULTS/peers.md"
 elif [ "$REDLOCK_ONLY" -eq 1 ]; then
     die "no RedLock results in $RESULTS/redlock: run with --redlock-only first"
 fi

@@ -6,7 +6,11 @@
 //! ```text
 //! cargo bench -p keylatch-tests --bench zookeeper            # full run
 //! KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch-tests --bench zookeeper
+//! KEYLATCH_ZK_FORCE_SYNC=yes KEYLATCH_BENCH_QUICK=1 cargo bench -p keylatch-tests --bench zookeeper
 //! ```
+//!
+//! The ZooKeeper server runs with `forceSync=no` unless `KEYLATCH_ZK_FORCE_SYNC=yes`
+//! (ZooKeeper's default: an fsync of the transaction log per write).
 //!
 //! May import: keylatch, keylatch-zookeeper, keylatch-testkit, zookeeper-client, `common`.
 mod common;

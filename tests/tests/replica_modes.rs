@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keylatch::{AcquireOptions, Client, Config, ConfigBuilder, Error};
-use keylatch_testkit::{RedisServer, SERVER_ENV, server_build, server_program};
+use keylatch_testkit::{RedisServer, SERVER_ENV, report_skip, server_build, server_program};
 
 const ACK: Duration = Duration::from_millis(1500);
 
@@ -275,9 +275,9 @@ fn waitaof_on_a_build_that_has_it() {
     };
     match program {
         Some(program) => run_child("child_waitaof", &program),
-        None => println!(
-            "skipped: no build with WAITAOF (Redis/Valkey 7.2+) installed; \
-             scripts/setup.sh --servers puts Valkey 9.1 and Redis 8.2 under .servers/"
+        None => report_skip(
+            "no build with WAITAOF (Redis/Valkey 7.2+) installed; \
+             scripts/setup.sh --servers puts Valkey 9.1 and Redis 8.2 under .servers/",
         ),
     }
 }
@@ -289,6 +289,6 @@ fn waitaof_falls_back_on_7_0() {
         .find(|p| version(p).is_some_and(|v| v < (7, 2)));
     match program {
         Some(program) => run_child("child_fallback", &program),
-        None => println!("skipped: no build without WAITAOF (Redis 7.0) installed"),
+        None => report_skip("no build without WAITAOF (Redis 7.0) installed"),
     }
 }

@@ -79,8 +79,9 @@ impl fmt::Display for Topology {
 pub enum Workload {
     /// Reentrant lock with a fixed lease and fencing; one fenced write per hold.
     Reentrant,
-    /// The fair lock, otherwise as `reentrant` (exclusion, tokens and the register are
-    /// checked; the queue's order is not, as waiters' arrival is not recorded).
+    /// The fair lock, otherwise as `reentrant`: exclusion, tokens and the register are
+    /// checked, and arrival order outside faults (an acquisition invoked well before another
+    /// that waited beside it must get the lock first).
     Fair,
     /// A RedLock over every server of the topology (`redlock5`), with a fixed lease; no
     /// fencing token, so no register writes.

@@ -324,8 +324,8 @@ fn harness(args: RunArgs) -> ExitCode {
     }
     if args.topology.is_zookeeper() && args.workload == Workload::Semaphore {
         eprintln!(
-            "keylatch-chaos: the semaphore workload does not run on zk3: the facade's semaphore \
-             is Redis only (on ZooKeeper it answers Unsupported), and it needs a fixed lease"
+            "keylatch-chaos: the semaphore workload does not run on zk3: it takes each permit \
+             with a fixed lease, which ZooKeeper has no form of (it answers Unsupported)"
         );
         return ExitCode::from(2);
     }

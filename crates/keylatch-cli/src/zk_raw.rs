@@ -5,24 +5,21 @@
 use std::time::Duration;
 
 use keylatch::Config;
+use keylatch::zookeeper::{ZkClient, ZkConfig, ZkUrl};
 use zookeeper_client as zk;
 
-use crate::failure::{EX_SOFTWARE, EX_UNAVAILABLE, EX_USAGE, Failure};
+use crate::failure::{EX_SOFTWARE, Failure};
 
 /// Where keylatch puts its nodes on a `zk://` URL (`ZkConfig`'s default base path, which
 /// `Client::connect_with` keeps).
 pub const BASE_PATH: &str = "/keylatch";
 
-/// Whether the configuration names a ZooKeeper ensemble (`zk://`).
+/// Whether the configuration names a ZooKeeper ensemble (`zk://` or `zk+tls://`).
 pub fn is_zookeeper(config: &Config) -> bool {
-    config
-        .url
-        .expose_secret()
-        .get(..5)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("zk://"))
+    keylatch::zookeeper::is_zookeeper_url(config.url.expose_secret())
 }
 
-/// A raw session on the ensemble of a `zk://` URL, inside its chroot.
+/// A raw session on the ensemble of a `zk://` or `zk+tls://` URL, inside its chroot.
 #[derive(Debug)]
 pub struct RawZk {
     client: zk::Client,
@@ -35,48 +32,29 @@ fn store_failure(what: &str, err: zk::Error) -> Failure {
 }
 
 impl RawZk {
-    /// Opens a session on `config`'s `zk://[user:password@]host:port[,…][/chroot]` (digest
-    /// credentials when given), rooted at the chroot.
+    /// Opens a session on `config`'s `zk://` or `zk+tls://` URL, parsed and connected by
+    /// keylatch-zookeeper (`ZkUrl::parse`, `ZkClient::connect_raw`): digest credentials when
+    /// given, `config.tls`'s CA and client certificate for `zk+tls://`, rooted at the chroot.
     ///
     /// # Errors
-    /// 64 for a URL that is not `zk://…`, 69 when no session could be opened.
+    /// As `Failure::from(keylatch::Error)`: 64 for a URL that is not a valid ZooKeeper URL (or
+    /// TLS settings it cannot take), 69 when no session could be opened, 77 when the
+    /// credentials are refused.
     pub async fn connect(config: &Config) -> Result<RawZk, Failure> {
-        let url = config.url.expose_secret();
-        let rest = url
-            .get(5..)
-            .filter(|_| is_zookeeper(config))
-            .ok_or_else(|| Failure::new(EX_USAGE, "not a zk:// URL"))?;
-        let (authority, chroot) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        let (digest, hosts) = match authority.rfind('@') {
-            Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
-            None => (None, authority),
-        };
-        let mut connector = zk::Client::connector()
+        let url = ZkUrl::parse(config.url.expose_secret())?;
+        let mut settings = ZkConfig::default()
             .with_session_timeout(Duration::from_secs(10))
             .with_connection_timeout(Duration::from_secs(5));
-        if let Some(digest) = digest {
-            connector = connector.with_auth("digest", digest.as_bytes());
+        if let Some(ca) = &config.tls.ca_file {
+            settings = settings.with_tls_ca_file(ca);
         }
-        let mut client = connector.connect(hosts).await.map_err(|err| {
-            Failure::new(
-                EX_UNAVAILABLE,
-                format!(
-                    "cannot open a ZooKeeper session on {}: {err}",
-                    keylatch::redact_url(url)
-                ),
-            )
-        })?;
-        if !matches!(chroot, "" | "/") {
-            client = client
-                .chroot(chroot)
-                .map_err(|_| Failure::new(EX_USAGE, "the chroot is not a valid path"))?;
+        if let (Some(cert), Some(key)) = (&config.tls.cert_file, &config.tls.key_file) {
+            settings = settings.with_tls_client_cert(cert, key);
         }
+        let client = ZkClient::connect_raw(&url, settings).await?;
         Ok(RawZk {
             client,
-            digest: digest.is_some(),
+            digest: url.has_credentials(),
         })
     }
 
@@ -155,5 +133,47 @@ impl RawZk {
             .await
             .map(drop)
             .map_err(|err| store_failure("exists", err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::EX_USAGE;
+
+    fn config(url: &str) -> Config {
+        let mut config = Config::default();
+        config.url = url.into();
+        config
+    }
+
+    /// `zk+tls://` goes where `zk://` goes, and its URL to keylatch-zookeeper's parser: the
+    /// parser's own refusals come back, nothing is sent.
+    #[tokio::test]
+    async fn zk_tls_urls_reach_the_one_parser() {
+        assert!(is_zookeeper(&config("zk+tls://zk1:2281/app")));
+        assert!(is_zookeeper(&config("ZK://zk1:2181")));
+        assert!(!is_zookeeper(&config("rediss://zk1:6380")));
+
+        for (url, reason) in [
+            ("zk+tls://app@zk1:2281", "credentials must be user:password"),
+            ("zk+tls://zk1", "every host needs a port (host:port)"),
+            ("zk+tls://zk1:0", "a port is not a number from 1 to 65535"),
+        ] {
+            let failure = RawZk::connect(&config(url)).await.unwrap_err();
+            assert_eq!(failure.code, EX_USAGE, "{url}: {}", failure.message);
+            assert!(
+                failure.message.contains(reason),
+                "{url}: {}",
+                failure.message
+            );
+        }
+        // A well-formed zk+tls:// URL without a CA is refused by the same TLS checks as the
+        // library's client, before any connection.
+        let failure = RawZk::connect(&config("zk+tls://127.0.0.1:1/app"))
+            .await
+            .unwrap_err();
+        assert_eq!(failure.code, EX_USAGE, "{}", failure.message);
+        assert!(failure.message.contains("zk+tls://"), "{}", failure.message);
     }
 }

@@ -1,6 +1,7 @@
 //! The CLI on a `zk://` URL: `run` excludes across processes (plain and fair locks) and exports
-//! the node's zxid as the fencing token, `inspect` lists the contenders with their owner ids,
-//! and what ZooKeeper has no form of (a latch) exits 64 writing nothing.
+//! the node's zxid as the fencing token, `--read` and `--write` share and exclude as on Redis,
+//! `inspect` lists the contenders with their owner ids, and what ZooKeeper has no form of (a
+//! latch) exits 64 writing nothing.
 mod common;
 
 use std::process::Command;
@@ -71,6 +72,79 @@ fn run_with_a_semaphore_on_zookeeper_lets_its_permits_in_and_no_more() {
         .unwrap();
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn run_read_and_write_on_zookeeper_share_and_exclude() {
+    let server = zookeeper();
+    let url = format!("zk://{}", server.connect_string());
+    let dir = scratch("zookeeper-rw");
+    let marker = dir.join("reading");
+    // A reader holds for 3 s.
+    let mut reader = keylatch(
+        &url,
+        &[
+            "run",
+            "--read",
+            "cli-zk-rw",
+            "--",
+            "sh",
+            "-c",
+            &format!("touch {}; sleep 3", marker.display()),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    wait_for_file(&marker);
+    // A second reader shares the lock at once.
+    let out = keylatch(
+        &url,
+        &["run", "--read", "--wait", "1s", "cli-zk-rw", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "a second reader: {out:?}");
+    // A writer is excluded while the reader holds: 75 once its wait passed.
+    let out = keylatch(
+        &url,
+        &[
+            "run",
+            "--write",
+            "--wait",
+            "300ms",
+            "cli-zk-rw",
+            "--",
+            "true",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "a writer beside a reader: {out:?}"
+    );
+    assert!(reader.wait().unwrap().success());
+    // Once the reader is gone the writer gets the lock, and a fencing token (a zxid).
+    let out = keylatch(
+        &url,
+        &[
+            "run",
+            "--write",
+            "--wait",
+            "5s",
+            "cli-zk-rw",
+            "--",
+            "sh",
+            "-c",
+            "echo $KEYLATCH_FENCING_TOKEN",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "the writer: {out:?}");
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(token > 0);
 }
 
 #[test]

@@ -119,9 +119,10 @@ pub fn skip_without_tls() -> bool {
     }
 }
 
-/// Prints `skipped: <reason>` (with the test's name, which is its thread's) to stderr,
-/// uncaptured.
-fn report_skip(reason: &str) {
+/// Prints `<test>: skipped: <reason>` (the test's name is its thread's) to stderr, uncaptured:
+/// the line shows in a passing test's output, where `scripts/test.sh`'s summary counts it. (The
+/// harness captures `println!` and `eprintln!` alike, so a skip printed with them is lost.)
+pub fn report_skip(reason: &str) {
     use std::io::Write;
     let thread = thread::current();
     let test = thread.name().unwrap_or("a test");

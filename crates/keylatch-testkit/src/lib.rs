@@ -118,13 +118,15 @@ mod support;
 mod tls;
 mod zookeeper;
 
-pub use build::{SERVER_ENV, ServerBuild, server_build, server_program, skip_without_tls};
+pub use build::{
+    SERVER_ENV, ServerBuild, report_skip, server_build, server_program, skip_without_tls,
+};
 pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};
 pub use tls::{ClientAuth, TlsFiles};
-pub use zookeeper::{ZooKeeperEnsemble, ZooKeeperServer, zookeeper_available};
+pub use zookeeper::{FORCE_SYNC_ENV, ZooKeeperEnsemble, ZooKeeperServer, zookeeper_available};
 
 use std::path::Path;
 

@@ -5,7 +5,9 @@
 //! installs it): `java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar …`. Each
 //! server listens on free loopback ports, keeps its data in its own temporary directory,
 //! has the admin server off and every four-letter word allowed (the testkit talks to it
-//! only through those: `srvr`, `envi`, `ruok`, … over a plain TCP connection).
+//! only through those: `srvr`, `envi`, `ruok`, … over a plain TCP connection). Their
+//! transaction log is written with `forceSync=no` (no fsync per write), unless
+//! [`FORCE_SYNC_ENV`] is `yes` (ZooKeeper's own default), for a benchmark of the fsync's cost.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
@@ -80,6 +82,10 @@ struct Peer {
     quorum_port: u16,
     election_port: u16,
 }
+
+/// Set to `yes`, the servers fsync their transaction log on every write (`forceSync=yes`,
+/// ZooKeeper's default); otherwise they do not (`forceSync=no`, faster tests).
+pub const FORCE_SYNC_ENV: &str = "KEYLATCH_ZK_FORCE_SYNC";
 
 /// A running ZooKeeper server (JVM child process) on `127.0.0.1`, for tests: standalone
 /// when made by [`ZooKeeperServer::start`], or one node of a [`ZooKeeperEnsemble`].
@@ -163,6 +169,12 @@ impl ZooKeeperServer {
     }
 
     fn write_config(&self, peers: &[Peer]) -> io::Result<()> {
+        fn force_sync() -> &'static str {
+            match std::env::var(FORCE_SYNC_ENV) {
+                Ok(value) if value == "yes" => "yes",
+                _ => "no",
+            }
+        }
         let data = self.dir.join(DATA_DIR);
         fs::create_dir_all(&data)?;
         let mut text = format!(
@@ -173,9 +185,10 @@ impl ZooKeeperServer {
              dataDir={}\n\
              admin.enableServer=false\n\
              4lw.commands.whitelist=*\n\
-             forceSync=no\n",
+             forceSync={}\n",
             TICK_MS * 120,
             data.display(),
+            force_sync(),
         );
         match self.secure {
             None => text.push_str(&format!(

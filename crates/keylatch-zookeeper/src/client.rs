@@ -20,7 +20,7 @@ use crate::rwlock::ZkReadWriteLock;
 use crate::semaphore::ZkSemaphore;
 use crate::session::Shared;
 use crate::tls::TlsPaths;
-use crate::url::parse;
+use crate::url::ZkUrl;
 use crate::watch::{DisconnectLoss, Reopen};
 
 /// The settings of a [`ZkClient`].
@@ -198,36 +198,12 @@ impl ZkClient {
     /// Cancel safe: a session being established is closed when the future is dropped.
     pub async fn connect_with(url: &str, config: ZkConfig) -> Result<ZkClient> {
         config.validate()?;
-        let url = parse(url)?;
-        let tls = crate::tls::load(&config.tls, url.tls, &url.hosts, &url.redacted)?.map(Arc::new);
-        let connect_error = |err: zk::Error| match err {
-            zk::Error::AuthFailed | zk::Error::NoAuth => Error::Auth(StoreError::new(err)),
-            err => Error::Connect {
-                url: url.redacted.clone(),
-                source: StoreError::new(err),
-            },
-        };
-        let acls = if url.digest.is_some() {
-            zk::Acls::creator_all()
-        } else {
-            zk::Acls::anyone_all()
-        };
-        let reopen = Reopen {
-            hosts: url.hosts.clone(),
-            session_timeout: config.session_timeout,
-            connection_timeout: config.connection_timeout,
-            digest: url.digest_bytes().map(<[u8]>::to_vec),
-            chroot: url.chroot.clone(),
-            acls,
-            tls,
-        };
+        let url = ZkUrl::parse(url)?;
+        let reopen = reopen_for(&url, &config)?;
+        let acls = reopen.acls;
         let mut client = match reopen.connect().await {
             Ok(client) => client,
-            Err(err) => {
-                return Err(tls_failure(&reopen, &url.redacted, &config)
-                    .await
-                    .unwrap_or_else(|| connect_error(err)));
-            }
+            Err(err) => return Err(connect_failure(err, &reopen, &url, &config).await),
         };
         if let Some(chroot) = &url.chroot {
             let options = zk::CreateMode::Persistent.with_acls(acls);
@@ -261,6 +237,39 @@ impl ZkClient {
             config: Arc::new(config),
             redacted: Arc::from(url.redacted.as_str()),
         })
+    }
+
+    /// A raw zookeeper-client session on `url`, beside any `ZkClient`'s: the same URL parser
+    /// ([`ZkUrl::parse`]), credentials, TLS files (`zk+tls://`) and chroot (created when
+    /// missing) as [`connect_with`](ZkClient::connect_with), and none of the recipes, for
+    /// tools that send requests of their own (the `keylatch` command's benchmark floor and its
+    /// removal of scratch nodes).
+    ///
+    /// # Errors
+    /// As [`connect_with`](ZkClient::connect_with).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a session being established is closed when the future is dropped.
+    pub async fn connect_raw(url: &ZkUrl, config: ZkConfig) -> Result<zk::Client> {
+        config.validate()?;
+        let reopen = reopen_for(url, &config)?;
+        let client = match reopen.connect().await {
+            Ok(client) => client,
+            Err(err) => return Err(connect_failure(err, &reopen, url, &config).await),
+        };
+        let Some(chroot) = &url.chroot else {
+            return Ok(client);
+        };
+        client
+            .mkdir(chroot, &zk::CreateMode::Persistent.with_acls(reopen.acls))
+            .await
+            .map_err(|err| store_err(err, &client))?;
+        client
+            .chroot(chroot.as_str())
+            .map_err(|_| Error::InvalidUrl {
+                url: url.redacted.clone(),
+                source: StoreError::new(crate::url::UrlError::chroot()),
+            })
     }
 
     /// The reentrant mutex `name`: the path itself when `name` starts with `/`, else
@@ -356,6 +365,40 @@ impl ZkClient {
             }
         }
         result
+    }
+}
+
+/// How sessions on `url` are opened: its hosts, credentials, chroot and TLS files (read and
+/// checked here), with `config`'s timeouts.
+fn reopen_for(url: &ZkUrl, config: &ZkConfig) -> Result<Reopen> {
+    let tls = crate::tls::load(&config.tls, url.tls, &url.hosts, &url.redacted)?.map(Arc::new);
+    Ok(Reopen {
+        hosts: url.hosts.clone(),
+        session_timeout: config.session_timeout,
+        connection_timeout: config.connection_timeout,
+        digest: url.digest_bytes().map(<[u8]>::to_vec),
+        chroot: url.chroot.clone(),
+        acls: if url.digest.is_some() {
+            zk::Acls::creator_all()
+        } else {
+            zk::Acls::anyone_all()
+        },
+        tls,
+    })
+}
+
+/// The error of a failed connect: refused credentials, a TLS handshake that says why, or the
+/// client's own error.
+async fn connect_failure(err: zk::Error, reopen: &Reopen, url: &ZkUrl, config: &ZkConfig) -> Error {
+    if let Some(tls) = tls_failure(reopen, &url.redacted, config).await {
+        return tls;
+    }
+    match err {
+        zk::Error::AuthFailed | zk::Error::NoAuth => Error::Auth(StoreError::new(err)),
+        err => Error::Connect {
+            url: url.redacted.clone(),
+            source: StoreError::new(err),
+        },
     }
 }
 

@@ -87,5 +87,5 @@ pub use mutex::ZkMutex;
 pub use node::NodeGone;
 pub use rwlock::{ZkReadWriteLock, ZkRwSide};
 pub use semaphore::{ZkPermit, ZkSemaphore, ZkSemaphoreLock};
-pub use url::UrlError;
+pub use url::{UrlError, ZkUrl, is_zookeeper_url};
 pub use watch::DisconnectLoss;

@@ -24,9 +24,20 @@ impl UrlError {
     }
 }
 
-/// A parsed `zk://[user:password@]host:port[,host:port…][/chroot]` (or `zk+tls://…`).
+/// A parsed `zk://[user:password@]host:port[,host:port…][/chroot]` (or `zk+tls://…`): the
+/// one parser of ZooKeeper URLs, used by [`ZkClient`](crate::ZkClient) and by the `keylatch`
+/// command alike.
+///
+/// ```
+/// use keylatch_zookeeper::ZkUrl;
+///
+/// let url = ZkUrl::parse("zk+tls://app:S3cret@zk1:2281,zk2:2281/locks").unwrap();
+/// assert!(url.is_tls() && url.has_credentials());
+/// assert_eq!((url.hosts(), url.chroot()), ("zk1:2281,zk2:2281", Some("/locks")));
+/// assert!(!format!("{url:?}").contains("S3cret"));
+/// ```
 #[derive(Clone)]
-pub(crate) struct ZkUrl {
+pub struct ZkUrl {
     /// `zk+tls://`: every host is a TLS port (ZooKeeper's `secureClientPort`).
     pub(crate) tls: bool,
     /// `host:port,host:port`, as zookeeper-client's connect string takes it.
@@ -48,10 +59,53 @@ impl fmt::Debug for ZkUrl {
 }
 
 impl ZkUrl {
+    /// Parses a `zk://` or `zk+tls://` URL (the scheme in any case).
+    ///
+    /// # Errors
+    /// [`Error::InvalidUrl`] (the URL in it has its password masked).
+    pub fn parse(url: &str) -> Result<ZkUrl> {
+        parse(url)
+    }
+
+    /// Whether the URL is `zk+tls://` (every host a TLS port).
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The hosts, `host:port,host:port`.
+    pub fn hosts(&self) -> &str {
+        &self.hosts
+    }
+
+    /// The chroot (`/app`), or `None`.
+    pub fn chroot(&self) -> Option<&str> {
+        self.chroot.as_deref()
+    }
+
+    /// Whether the URL carries digest credentials (nodes are then created with the creator's
+    /// ACL).
+    pub fn has_credentials(&self) -> bool {
+        self.digest.is_some()
+    }
+
+    /// The URL with its password masked, for messages.
+    pub fn redacted(&self) -> &str {
+        &self.redacted
+    }
+
     /// The digest credentials (`user:password`), for the connector only.
     pub(crate) fn digest_bytes(&self) -> Option<&[u8]> {
         self.digest.as_ref().map(|s| s.expose_secret().as_bytes())
     }
+}
+
+/// Whether `url` names a ZooKeeper ensemble: its scheme is `zk://` or `zk+tls://` (in any
+/// case). It says nothing of the rest; [`ZkUrl::parse`] does.
+pub fn is_zookeeper_url(url: &str) -> bool {
+    ["zk://", "zk+tls://"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    })
 }
 
 fn invalid(url: &str, reason: &'static str) -> Error {
