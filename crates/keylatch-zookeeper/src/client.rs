@@ -82,7 +82,10 @@ impl ZkConfig {
     }
 
     /// When the holds of a disconnected client are taken as lost. Default
-    /// [`DisconnectLoss::AfterSessionTimeout`].
+    /// [`DisconnectLoss::OnDisconnect`]: as soon as the connection is lost, before the
+    /// ensemble could expire the session and hand the lock on (see [`DisconnectLoss`] for
+    /// the bound). The other policies let a hold survive a reconnection; a policy that may
+    /// signal loss after the session could expire is logged as unsafe at connect.
     pub fn with_disconnect_loss(mut self, policy: DisconnectLoss) -> Self {
         self.disconnect_loss = policy;
         self
@@ -248,6 +251,11 @@ impl ZkClient {
         let (stop, stopped) = oneshot::channel();
         let base = config.base_path.clone();
         let shared = Arc::new(Shared::new(client, background, base, acls, stop));
+        crate::watch::warn_if_unsafe(
+            config.disconnect_loss,
+            shared.session_timeout,
+            config.connection_timeout,
+        );
         crate::watch::spawn(
             Arc::downgrade(&shared),
             states,
