@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -45,8 +45,11 @@ pub(crate) struct Shared {
     pub(crate) background: Background,
     /// Where names without a leading `/` go.
     pub(crate) base: String,
-    /// ACLs of created nodes: the creator's with digest credentials, anyone's otherwise.
+    /// ACLs of created nodes (the client's [`AclPolicy`](crate::AclPolicy)).
     pub(crate) acls: zk::Acls<'static>,
+    /// Whether lock directories are created as container nodes (cleared, once, when the
+    /// server answers that it has none: ZooKeeper before 3.5).
+    containers: AtomicBool,
     /// The live lock nodes of this client.
     holds: Mutex<HashMap<HoldId, NodeHold>>,
     /// The negotiated session timeout.
@@ -86,8 +89,31 @@ impl Shared {
             background,
             base,
             acls,
+            containers: AtomicBool::new(true),
             holds: Mutex::new(HashMap::new()),
             _stop: stop,
+        }
+    }
+
+    /// The mode lock directories are created with: container nodes (the server deletes
+    /// them once their last child is gone, as Curator's `creatingParentContainersIfNeeded`
+    /// makes them), or persistent ones on a server without containers.
+    pub(crate) fn dir_mode(&self) -> zk::CreateMode {
+        if self.containers.load(Ordering::Relaxed) {
+            zk::CreateMode::Container
+        } else {
+            zk::CreateMode::Persistent
+        }
+    }
+
+    /// The server has no container nodes: directories are persistent from now on (logged
+    /// once).
+    pub(crate) fn no_containers(&self) {
+        if self.containers.swap(false, Ordering::Relaxed) {
+            tracing::warn!(
+                target: "keylatch::zookeeper",
+                "the server has no container nodes (ZooKeeper before 3.5): lock directories are created persistent and stay after use"
+            );
         }
     }
 
