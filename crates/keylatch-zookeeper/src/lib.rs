@@ -68,6 +68,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod acl;
 mod client;
 mod holds;
 mod inspect;
@@ -81,6 +82,7 @@ mod tls;
 mod url;
 mod watch;
 
+pub use acl::AclPolicy;
 pub use client::{ZkClient, ZkConfig};
 pub use inspect::{Contender, Contenders};
 pub use mutex::ZkMutex;

@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use keylatch_core::LossReason;
+use keylatch_core::secrecy::{ExposeSecret, SecretString};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -109,7 +110,7 @@ pub(crate) struct Reopen {
     /// The bound on one connection attempt.
     pub(crate) connection_timeout: Duration,
     /// Digest credentials (`user:password`).
-    pub(crate) digest: Option<Vec<u8>>,
+    pub(crate) digest: Option<SecretString>,
     /// The chroot, created when missing.
     pub(crate) chroot: Option<String>,
     /// The ACLs the chroot is created with.
@@ -126,7 +127,7 @@ impl Reopen {
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout);
         if let Some(digest) = &self.digest {
-            connector = connector.with_auth("digest", digest);
+            connector = connector.with_auth("digest", digest.expose_secret().as_bytes());
         }
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
