@@ -1,6 +1,7 @@
 //! The CLI on a `zk://` URL: `run` excludes across processes (plain and fair locks) and exports
 //! the node's zxid as the fencing token, `inspect` lists the contenders with their owner ids,
-//! and what ZooKeeper has no form of (a latch) exits 64 writing nothing.
+//! and what ZooKeeper has no form of (a latch) exits 64 writing nothing; a run whose server
+//! pauses stops its command while the server is still paused (exit 76).
 mod common;
 
 use std::process::Command;
@@ -243,4 +244,71 @@ fn a_run_paused_past_its_session_stops_its_command_and_exits_76() {
     let status = holder.wait().unwrap();
     assert_eq!(status.code(), Some(76), "{status}");
     assert!(stopped.exists(), "the command got SIGTERM");
+}
+
+#[test]
+fn a_run_whose_server_pauses_stops_its_command_before_the_session_could_expire() {
+    let server = zookeeper();
+    let url = format!("zk://{}", server.connect_string());
+    let dir = scratch("zookeeper-server-paused");
+    let started = dir.join("started");
+    let stopped = dir.join("stopped");
+    let body = format!(
+        "trap 'touch {stopped}; exit 0' TERM; touch {started}; for i in $(seq 600); do sleep 0.1; done",
+        stopped = stopped.display(),
+        started = started.display(),
+    );
+    // A 6 s session: the server cannot expire it, nor hand the lock on, sooner than 6 s
+    // after its last contact with the holder, which is before the pause.
+    let session = std::time::Duration::from_secs(6);
+    let mut holder = KillOnDrop(keylatch(
+        &url,
+        &[
+            "run",
+            "cli-zk-server-paused",
+            "--watchdog",
+            "6s",
+            "--",
+            "sh",
+            "-c",
+            &body,
+        ],
+    )
+    .spawn()
+    .unwrap());
+    wait_for_file(&started);
+    let paused = std::time::Instant::now();
+    server.pause().unwrap();
+    // The command must be stopped while the server is paused: by then no other session can
+    // have been granted the lock. Bounded by the session timeout from the pause.
+    while !stopped.exists() && paused.elapsed() < session {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stopped_after = paused.elapsed();
+    server.resume().unwrap();
+    eprintln!("zookeeper: the command was stopped {stopped_after:?} after the server paused");
+    assert!(
+        stopped.exists(),
+        "the command was not stopped within the session timeout of the pause"
+    );
+    let status = holder.0.wait().unwrap();
+    assert_eq!(status.code(), Some(76), "{status}");
+    // Once the server runs again another process gets the lock.
+    let other = keylatch(
+        &url,
+        &["run", "cli-zk-server-paused", "--wait", "30s", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert!(other.status.success(), "the other run: {other:?}");
+}
+
+/// A child process killed (and reaped) when the test ends, also by a failed assertion.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

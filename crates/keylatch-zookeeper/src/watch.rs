@@ -274,7 +274,11 @@ fn bound_passed(shared: &Weak<Shared>, for_: Duration) {
     if nodes.is_empty() {
         return;
     }
-    tracing::warn!(target: "keylatch::zookeeper", holds = nodes.len(), "disconnected longer than the bound: holds lost");
+    if for_.is_zero() {
+        tracing::warn!(target: "keylatch::zookeeper", holds = nodes.len(), "connection lost, the session may expire: holds lost");
+    } else {
+        tracing::warn!(target: "keylatch::zookeeper", holds = nodes.len(), ?for_, "disconnected longer than the bound: holds lost");
+    }
     for node in nodes {
         let owner = Arc::downgrade(&shared);
         shared.background.spawn(async move {
