@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use keylatch::Config;
+use keylatch::secrecy::ExposeSecret;
 use zookeeper_client as zk;
 
 use crate::failure::{EX_SOFTWARE, EX_UNAVAILABLE, EX_USAGE, Failure};
@@ -26,17 +27,24 @@ pub fn is_zookeeper(config: &Config) -> bool {
 #[derive(Debug)]
 pub struct RawZk {
     client: zk::Client,
-    /// The ACL keylatch gives its nodes on this URL (the creator's with credentials).
-    digest: bool,
+    /// The ACL keylatch gives its nodes on this URL (its `acl=` parameter; open by default).
+    acls: zk::Acls<'static>,
 }
+
+/// The creator all, anyone read (`acl=read`).
+static CREATOR_ALL_ANYONE_READ: [zk::Acl; 2] = [
+    zk::Acl::new_const(zk::Permission::ALL, "auth", ""),
+    zk::Acl::new_const(zk::Permission::READ, "world", "anyone"),
+];
 
 fn store_failure(what: &str, err: zk::Error) -> Failure {
     Failure::new(EX_SOFTWARE, format!("zookeeper {what}: {err}"))
 }
 
 impl RawZk {
-    /// Opens a session on `config`'s `zk://[user:password@]host:port[,…][/chroot]` (digest
-    /// credentials when given), rooted at the chroot.
+    /// Opens a session on `config`'s `zk://[user[:password]@]host:port[,…][/chroot][?acl=…]`
+    /// (digest credentials when given, the configured user and password over the URL's),
+    /// rooted at the chroot.
     ///
     /// # Errors
     /// 64 for a URL that is not `zk://…`, 69 when no session could be opened.
@@ -46,18 +54,36 @@ impl RawZk {
             .get(5..)
             .filter(|_| is_zookeeper(config))
             .ok_or_else(|| Failure::new(EX_USAGE, "not a zk:// URL"))?;
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let acls = match query.split('&').find_map(|p| p.strip_prefix("acl=")) {
+            Some("creator") => zk::Acls::creator_all(),
+            Some("read") => zk::Acls::new(&CREATOR_ALL_ANYONE_READ),
+            _ => zk::Acls::anyone_all(),
+        };
         let (authority, chroot) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
         };
-        let (digest, hosts) = match authority.rfind('@') {
+        let (userinfo, hosts) = match authority.rfind('@') {
             Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
             None => (None, authority),
         };
+        let (url_user, url_password) = match userinfo.map(|u| u.split_once(':')) {
+            Some(Some((user, password))) => (Some(user), Some(password)),
+            Some(None) => (userinfo, None),
+            None => (None, None),
+        };
+        let user = config.username.as_deref().or(url_user);
+        let password = config
+            .password
+            .as_ref()
+            .map(|p| p.expose_secret())
+            .or(url_password);
         let mut connector = zk::Client::connector()
             .with_session_timeout(Duration::from_secs(10))
             .with_connection_timeout(Duration::from_secs(5));
-        if let Some(digest) = digest {
+        if let (Some(user), Some(password)) = (user, password) {
+            let digest = format!("{user}:{password}");
             connector = connector.with_auth("digest", digest.as_bytes());
         }
         let mut client = connector.connect(hosts).await.map_err(|err| {
@@ -74,19 +100,12 @@ impl RawZk {
                 .chroot(chroot)
                 .map_err(|_| Failure::new(EX_USAGE, "the chroot is not a valid path"))?;
         }
-        Ok(RawZk {
-            client,
-            digest: digest.is_some(),
-        })
+        Ok(RawZk { client, acls })
     }
 
     /// How nodes are created on this URL: with `mode` and keylatch's ACL.
     pub fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'static> {
-        mode.with_acls(if self.digest {
-            zk::Acls::creator_all()
-        } else {
-            zk::Acls::anyone_all()
-        })
+        mode.with_acls(self.acls)
     }
 
     /// Creates `path` and its missing parents as persistent nodes.

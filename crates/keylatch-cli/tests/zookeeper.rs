@@ -312,3 +312,62 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn a_password_file_on_zookeeper_is_digest_credentials_or_refused_with_64() {
+    let server = zookeeper();
+    let dir = scratch("zookeeper-password");
+    let file = dir.join("password");
+    let password = "zk-Secret-pw";
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    let file = file.display().to_string();
+    // Without a user name the password cannot be used: refused, never dropped.
+    let url = format!("zk://{}/cli-pw", server.connect_string());
+    let refused = keylatch(
+        &url,
+        &["--password-file", &file, "run", "cli-zk-pw", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("user name"), "{stderr}");
+    assert!(!stderr.contains(password), "{stderr}");
+    // With a user (--user, or in the URL): digest credentials. Under acl=creator another
+    // user is then refused (exit 77) while the same credentials lock.
+    let creator = format!("zk://{}/cli-pw?acl=creator", server.connect_string());
+    let dir_file = dir.join("ran");
+    let ok = keylatch(
+        &creator,
+        &[
+            "--user",
+            "app",
+            "--password-file",
+            &file,
+            "run",
+            "cli-zk-pw",
+            "--",
+            "touch",
+            &dir_file.display().to_string(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(dir_file.exists());
+    let other = keylatch(
+        &format!("zk://other:Pw0ther@{}/cli-pw", server.connect_string()),
+        &["run", "/keylatch/cli-zk-pw", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(other.status.code(), Some(77), "{other:?}");
+    let same = keylatch(
+        &format!("zk://app@{}/cli-pw", server.connect_string()),
+        &["run", "cli-zk-pw", "--", "true"],
+    )
+    .env("KEYLATCH_REDIS_PASSWORD", password)
+    .output()
+    .unwrap();
+    assert!(same.status.success(), "{same:?}");
+}
