@@ -109,6 +109,7 @@
 
 mod build;
 mod cluster;
+mod curator;
 mod process;
 mod proxy;
 mod resp;
@@ -120,6 +121,7 @@ mod zookeeper;
 
 pub use build::{SERVER_ENV, ServerBuild, server_build, server_program, skip_without_tls};
 pub use cluster::{RedisCluster, RedisClusterBuilder};
+pub use curator::{CURATOR_RECIPES_JAR, CuratorDriver, curator_unavailable};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};
