@@ -261,21 +261,23 @@ fn a_run_whose_server_pauses_stops_its_command_before_the_session_could_expire()
     // A 6 s session: the server cannot expire it, nor hand the lock on, sooner than 6 s
     // after its last contact with the holder, which is before the pause.
     let session = std::time::Duration::from_secs(6);
-    let mut holder = KillOnDrop(keylatch(
-        &url,
-        &[
-            "run",
-            "cli-zk-server-paused",
-            "--watchdog",
-            "6s",
-            "--",
-            "sh",
-            "-c",
-            &body,
-        ],
-    )
-    .spawn()
-    .unwrap());
+    let mut holder = KillOnDrop(
+        keylatch(
+            &url,
+            &[
+                "run",
+                "cli-zk-server-paused",
+                "--watchdog",
+                "6s",
+                "--",
+                "sh",
+                "-c",
+                &body,
+            ],
+        )
+        .spawn()
+        .unwrap(),
+    );
     wait_for_file(&started);
     let paused = std::time::Instant::now();
     server.pause().unwrap();

@@ -73,9 +73,9 @@ pub(crate) fn digest(
             "a password for zk:// is digest credentials and needs a user name: \
              zk://user@host:port (or ZkConfig::with_user)",
         ),
-        (Some(_), None) => Err(
-            "the user of a zk:// URL needs a password (in the URL, or the configured password)",
-        ),
+        (Some(_), None) => {
+            Err("the user of a zk:// URL needs a password (in the URL, or the configured password)")
+        }
     }
 }
 
@@ -188,7 +188,10 @@ mod tests {
         assert!(user.password.is_none());
         assert_eq!(user.chroot.as_deref(), Some("/c"));
         assert_eq!(user.acl, Some(AclPolicy::CreatorOnly));
-        assert_eq!(parse("zk://h:1?acl=read").unwrap().acl, Some(AclPolicy::ReadOnlyForOthers));
+        assert_eq!(
+            parse("zk://h:1?acl=read").unwrap().acl,
+            Some(AclPolicy::ReadOnlyForOthers)
+        );
         assert!(digest(user.user.as_deref(), None).is_err());
         let password = SecretString::from("S3cret".to_owned());
         let reason = digest(None, Some(&password)).unwrap_err();

@@ -18,7 +18,10 @@ use support::{raw, server};
 use zookeeper_client as zk;
 
 fn at(userinfo: &str, chroot: &str, query: &str) -> String {
-    format!("zk://{userinfo}{}{chroot}{query}", server().connect_string())
+    format!(
+        "zk://{userinfo}{}{chroot}{query}",
+        server().connect_string()
+    )
 }
 
 /// A plain session with the digest credentials of keylatch's clients, to read ACLs that
@@ -46,7 +49,11 @@ async fn by_default_a_client_with_other_credentials_takes_a_lock_keylatch_create
         .unwrap();
     let held = owner.lock("shared").unwrap().lock().await.unwrap();
     let raw = raw(server()).await;
-    for path in ["/acl-open", "/acl-open/keylatch", "/acl-open/keylatch/shared"] {
+    for path in [
+        "/acl-open",
+        "/acl-open/keylatch",
+        "/acl-open/keylatch/shared",
+    ] {
         assert_eq!(acl_of(&raw, path).await, ["world:anyone:ALL"], "{path}");
     }
     // Another user, and no user at all: both queue behind the holder and get the lock.
@@ -157,7 +164,13 @@ async fn half_credentials_are_refused_before_anything_is_sent_and_never_shown() 
     let refused = ZkClient::connect_with(&at("", "", ""), config).await;
     let err = refused.unwrap_err();
     assert!(
-        matches!(err, Error::InvalidConfig { field: "password", .. }),
+        matches!(
+            err,
+            Error::InvalidConfig {
+                field: "password",
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert!(!format!("{err} {err:?}").contains("S3cret"));
@@ -168,7 +181,13 @@ async fn half_credentials_are_refused_before_anything_is_sent_and_never_shown() 
     for query in ["?acl=creator", "?acl=read"] {
         let err = ZkClient::connect(&at("", "", query)).await.unwrap_err();
         assert!(
-            matches!(err, Error::InvalidConfig { field: "acl_policy", .. }),
+            matches!(
+                err,
+                Error::InvalidConfig {
+                    field: "acl_policy",
+                    ..
+                }
+            ),
             "{err:?}"
         );
     }

@@ -100,7 +100,13 @@ async fn ten_thousand_lock_names_leave_the_tree_as_it_was() {
     let semaphore = client.semaphore("again-permits", 2).unwrap();
     semaphore.acquire().await.unwrap().release().await.unwrap();
     let rw = client.read_write_lock("again-rw").unwrap();
-    rw.write_lock().lock().await.unwrap().unlock().await.unwrap();
+    rw.write_lock()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
     rw.read_lock().lock().await.unwrap().unlock().await.unwrap();
     let deadline = tokio::time::Instant::now() + REAPED;
     while !children(&raw, chroot).await.is_empty() {
