@@ -92,6 +92,19 @@ impl CuratorDriver {
     /// When Curator is not installed ([`curator_unavailable`]), the driver does not compile,
     /// or it does not connect within 60 s (the error quotes its log).
     pub fn start(connect_string: &str, path: &str) -> io::Result<CuratorDriver> {
+        CuratorDriver::start_with_digest(connect_string, path, None)
+    }
+
+    /// As [`start`](CuratorDriver::start), the session with digest credentials
+    /// (`user:password`) when given.
+    ///
+    /// # Errors
+    /// As [`start`](CuratorDriver::start).
+    pub fn start_with_digest(
+        connect_string: &str,
+        path: &str,
+        digest: Option<&str>,
+    ) -> io::Result<CuratorDriver> {
         if let Some(why) = curator_unavailable() {
             return Err(io::Error::new(io::ErrorKind::NotFound, why));
         }
@@ -107,6 +120,7 @@ impl CuratorDriver {
             .arg("-cp")
             .arg(format!("{}:{CURATOR_RECIPES_JAR}", classes.display()))
             .args(["CuratorDriver", connect_string, path])
+            .args(digest)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(fs::File::create(&log)?)

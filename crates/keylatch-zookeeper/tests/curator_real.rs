@@ -1,7 +1,9 @@
 //! Interoperability with the real Apache Curator (Debian's 5.4, driven by the testkit's
 //! `CuratorDriver`, a Java program compiled at test time): Curator's `InterProcessMutex` and
 //! keylatch's `ZkMutex` on one path exclude each other, in both directions, and each is
-//! granted the lock when the other releases it. The model of Curator in `support/curator.rs`
+//! granted the lock when the other releases it; a Curator client with other credentials takes
+//! a lock a keylatch client with credentials created (Curator's default ACL on both sides).
+//! The model of Curator in `support/curator.rs`
 //! (tests/curator.rs) covers what the driver does not reach yet.
 //!
 //! Order is asserted on what each side reported, never on times; bounds are correctness
@@ -17,7 +19,8 @@ use std::time::Duration;
 
 use keylatch_core::DistributedLock;
 use keylatch_testkit::{CuratorDriver, curator_unavailable};
-use support::{children, client, raw, server};
+use keylatch_zookeeper::ZkClient;
+use support::{children, client, raw, server, url};
 
 /// A correctness bound for one answer of the driver, or one hand-over.
 const ANSWER: Duration = Duration::from_secs(30);
@@ -118,5 +121,34 @@ async fn keylatch_holds_and_curator_waits_until_keylatch_releases() {
         .expect("keylatch locks again")
         .unwrap();
     again.unlock().await.unwrap();
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_with_other_credentials_takes_a_lock_keylatch_created_with_credentials() {
+    let test = "curator_with_other_credentials_takes_a_lock_keylatch_created_with_credentials";
+    let path = "/curator-real/credentials/orders";
+    if let Some(why) = curator_unavailable() {
+        eprintln!("{test}: skipped: {why}");
+        return;
+    }
+    let url = url(server()).replacen("zk://", "zk://app:S3cret@", 1);
+    let keylatch = ZkClient::connect(&url).await.unwrap();
+    // keylatch creates the directories and its node; Curator queues behind it and gets it.
+    let guard = keylatch.lock(path).unwrap().lock().await.unwrap();
+    let mut curator = tokio::task::block_in_place(|| {
+        CuratorDriver::start_with_digest(&server().connect_string(), path, Some("other:Pw0ther"))
+            .expect("start the Curator driver")
+    });
+    let answer = tokio::task::block_in_place(|| curator.ask("try 300", ANSWER));
+    assert_eq!(answer, "timeout");
+    guard.unlock().await.unwrap();
+    let answer = tokio::task::block_in_place(|| curator.ask("try 10000", ANSWER));
+    assert_eq!(
+        answer, "locked",
+        "Curator with other credentials was refused"
+    );
+    let answer = tokio::task::block_in_place(|| curator.ask("unlock", ANSWER));
+    assert_eq!(answer, "unlocked");
     keylatch.shutdown().await.unwrap();
 }

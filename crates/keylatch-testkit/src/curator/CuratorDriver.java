@@ -1,7 +1,8 @@
 // A driver for Apache Curator's own recipes, for keylatch's interoperability tests.
 // Compiled by keylatch-testkit with javac at test time (crates/keylatch-testkit/src/curator.rs).
 //
-// Usage: java CuratorDriver CONNECT_STRING LOCK_PATH
+// Usage: java CuratorDriver CONNECT_STRING LOCK_PATH [USER:PASSWORD]
+// (digest credentials for the session when the third argument is given)
 // Reads one command a line on stdin and answers one line on stdout:
 //   lock          -> "locked" once InterProcessMutex.acquire() returned
 //   try MILLIS    -> "locked" or "timeout" (acquire(MILLIS, ms))
@@ -21,12 +22,15 @@ import org.apache.curator.retry.RetryOneTime;
 
 public final class CuratorDriver {
     public static void main(String[] args) throws Exception {
-        CuratorFramework client = CuratorFrameworkFactory.builder()
+        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
             .connectString(args[0])
             .sessionTimeoutMs(10_000)
             .connectionTimeoutMs(5_000)
-            .retryPolicy(new RetryOneTime(100))
-            .build();
+            .retryPolicy(new RetryOneTime(100));
+        if (args.length > 2) {
+            builder = builder.authorization("digest", args[2].getBytes("UTF-8"));
+        }
+        CuratorFramework client = builder.build();
         client.start();
         if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
             System.out.println("error not connected");
