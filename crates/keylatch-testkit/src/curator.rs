@@ -1,6 +1,8 @@
 //! The real Apache Curator, for interoperability tests: [`CuratorDriver`] runs a small Java
 //! program (`curator/CuratorDriver.java`, compiled with `javac` once per test process) that
-//! drives Curator's own `InterProcessMutex` on a path, one command a line.
+//! drives Curator's own `InterProcessMutex`, `InterProcessReadWriteLock` and
+//! `InterProcessSemaphoreV2` on a path, one command a line (the commands are listed at the top
+//! of the Java file).
 //!
 //! Curator comes from Debian's `libcurator-recipes-java` (5.4; `./scripts/setup-zookeeper.sh`
 //! installs it with a JDK): `/usr/share/java/curator-recipes.jar`, whose manifest names the
@@ -72,7 +74,7 @@ fn compiled() -> io::Result<&'static Path> {
     }
 }
 
-/// One JVM driving Curator's `InterProcessMutex` on one path, with its own Curator session
+/// One JVM driving Curator's recipes on one path, with its own Curator session
 /// (default ACL provider, no namespace). Killed on drop, and by a watchdog if the test process
 /// dies first.
 #[derive(Debug)]
@@ -153,7 +155,8 @@ impl CuratorDriver {
         }
     }
 
-    /// Sends one command (`lock`, `try MILLIS`, `unlock`, `quit`).
+    /// Sends one command (`lock`, `try MILLIS`, `unlock`, `read`, `write`, `sem MAX`,
+    /// `acquire`, …, `quit`: see the Java file).
     ///
     /// # Panics
     /// If the driver's stdin is closed (it died).

@@ -1,8 +1,11 @@
 //! Interoperability with the real Apache Curator (Debian's 5.4, driven by the testkit's
 //! `CuratorDriver`, a Java program compiled at test time): Curator's `InterProcessMutex` and
 //! keylatch's `ZkMutex` on one path exclude each other, in both directions, and each is
-//! granted the lock when the other releases it; a Curator client with other credentials takes
-//! a lock a keylatch client with credentials created (Curator's default ACL on both sides).
+//! granted the lock when the other releases it, in queue order across the two; Curator's and
+//! keylatch's read-write locks share reads and exclude writes both ways; a semaphore's
+//! maximum holds across Curator's and keylatch's leases; a Curator client with other
+//! credentials takes a lock a keylatch client with credentials created (Curator's default ACL
+//! on both sides).
 //! The model of Curator in `support/curator.rs`
 //! (tests/curator.rs) covers what the driver does not reach yet.
 //!
@@ -150,5 +153,135 @@ async fn curator_with_other_credentials_takes_a_lock_keylatch_created_with_crede
     );
     let answer = tokio::task::block_in_place(|| curator.ask("unlock", ANSWER));
     assert_eq!(answer, "unlocked");
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_both_sides_are_served_in_queue_order() {
+    let path = "/curator-real/fifo";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver("waiters_of_both_sides_are_served_in_queue_order", path)
+    }) else {
+        return;
+    };
+    let (first, second) = (client().await, client().await);
+    let held = first.lock(path).unwrap().lock().await.unwrap();
+    let raw = raw(server()).await;
+    // Curator queues second, keylatch's other client third.
+    tokio::task::block_in_place(|| curator.send("lock"));
+    support::wait_children(&raw, path, 2).await;
+    let third = second.lock(path).unwrap();
+    let waiting = tokio::spawn(async move { third.lock().await.unwrap() });
+    support::wait_children(&raw, path, 3).await;
+    held.unlock().await.unwrap();
+    let granted = tokio::task::block_in_place(|| curator.next_line(ANSWER));
+    assert_eq!(granted.as_deref(), Some("locked"));
+    assert!(
+        !waiting.is_finished(),
+        "the third was served before Curator"
+    );
+    let answer = tokio::task::block_in_place(|| curator.ask("unlock", ANSWER));
+    assert_eq!(answer, "unlocked");
+    let guard = tokio::time::timeout(ANSWER, waiting)
+        .await
+        .expect("the third is served after Curator")
+        .unwrap();
+    guard.unlock().await.unwrap();
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_share_reads_and_exclude_writes_both_ways() {
+    let path = "/curator-real/rw";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "read_write_locks_share_reads_and_exclude_writes_both_ways",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let mut ask = |command: &str| tokio::task::block_in_place(|| curator.ask(command, ANSWER));
+    let keylatch = client().await;
+    let rw = keylatch.read_write_lock(path).unwrap();
+    // A Curator reader: keylatch reads beside it, cannot write.
+    assert_eq!(ask("read"), "read");
+    let reading = rw
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("reads share");
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    assert_eq!(
+        ask("try-write 300"),
+        "timeout",
+        "Curator wrote beside readers"
+    );
+    assert_eq!(ask("unread"), "unread");
+    reading.unlock().await.unwrap();
+    // A keylatch writer: Curator can neither read nor write.
+    let writing = rw.write_lock().lock().await.unwrap();
+    assert_eq!(
+        ask("try-read 300"),
+        "timeout",
+        "Curator read beside a keylatch writer"
+    );
+    assert_eq!(
+        ask("try-write 300"),
+        "timeout",
+        "Curator wrote beside a keylatch writer"
+    );
+    writing.unlock().await.unwrap();
+    // A Curator writer: keylatch can neither read nor write.
+    assert_eq!(ask("try-write 10000"), "written");
+    assert!(rw.read_lock().try_lock().await.unwrap().is_none());
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    assert_eq!(ask("unwrite"), "unwritten");
+    let again = rw.write_lock().lock().await.unwrap();
+    again.unlock().await.unwrap();
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphores_maximum_holds_across_curator_and_keylatch_leases() {
+    let path = "/curator-real/semaphore";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "a_semaphores_maximum_holds_across_curator_and_keylatch_leases",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let mut ask = |command: &str| tokio::task::block_in_place(|| curator.ask(command, ANSWER));
+    let keylatch = client().await;
+    let semaphore = keylatch.semaphore(path, 2).unwrap();
+    assert_eq!(ask("sem 2"), "sem");
+    assert_eq!(ask("acquire"), "acquired");
+    let permit = semaphore
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("the second lease");
+    // Two leases held, one a side: neither side gets a third.
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert_eq!(
+        ask("try-acquire 300"),
+        "timeout",
+        "Curator took a third lease"
+    );
+    permit.release().await.unwrap();
+    assert_eq!(ask("try-acquire 10000"), "acquired");
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert_eq!(ask("release"), "released");
+    let permit = semaphore
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("a lease Curator returned");
+    permit.release().await.unwrap();
+    assert_eq!(ask("release"), "released");
     keylatch.shutdown().await.unwrap();
 }
