@@ -296,7 +296,15 @@ impl ZkClient {
         let background = Background::new(registry, config.hold);
         let (stop, stopped) = oneshot::channel();
         let base = config.base_path.clone();
-        let shared = Arc::new(Shared::new(client, background, base, acls, stop));
+        let lose_on_disconnect = config.disconnect_loss == DisconnectLoss::OnDisconnect;
+        let shared = Arc::new(Shared::new(
+            client,
+            background,
+            base,
+            acls,
+            lose_on_disconnect,
+            stop,
+        ));
         crate::watch::warn_if_unsafe(
             config.disconnect_loss,
             shared.session_timeout,

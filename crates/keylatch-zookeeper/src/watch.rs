@@ -270,32 +270,13 @@ fn bound_passed(shared: &Weak<Shared>, for_: Duration) {
     let Some(shared) = shared.upgrade() else {
         return;
     };
-    let nodes = shared.lose_all(LossReason::Disconnected { for_ });
-    if nodes.is_empty() {
+    let holds = shared.lose_all_and_free(LossReason::Disconnected { for_ });
+    if holds == 0 {
         return;
     }
     if for_.is_zero() {
-        tracing::warn!(target: "keylatch::zookeeper", holds = nodes.len(), "connection lost, the session may expire: holds lost");
+        tracing::warn!(target: "keylatch::zookeeper", holds, "connection lost, the session may expire: holds lost");
     } else {
-        tracing::warn!(target: "keylatch::zookeeper", holds = nodes.len(), ?for_, "disconnected longer than the bound: holds lost");
-    }
-    for node in nodes {
-        let owner = Arc::downgrade(&shared);
-        shared.background.spawn(async move {
-            loop {
-                let Some(shared) = owner.upgrade() else {
-                    return Ok(());
-                };
-                if shared.session_ended() {
-                    return Ok(());
-                }
-                match shared.delete_node(&node).await {
-                    Err(err) if err.is_transient() => {}
-                    other => return other,
-                }
-                drop(shared);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        });
+        tracing::warn!(target: "keylatch::zookeeper", holds, ?for_, "disconnected longer than the bound: holds lost");
     }
 }
