@@ -64,6 +64,8 @@ pub(crate) fn digest(
     password: Option<&SecretString>,
 ) -> std::result::Result<Option<SecretString>, &'static str> {
     match (user, password) {
+        (Some(""), _) => Err("the digest user name is empty"),
+        (_, Some(p)) if p.expose_secret().is_empty() => Err("the digest password is empty"),
         (None, None) => Ok(None),
         (Some(user), Some(password)) => Ok(Some(SecretString::from(format!(
             "{user}:{}",
@@ -193,6 +195,9 @@ mod tests {
             Some(AclPolicy::ReadOnlyForOthers)
         );
         assert!(digest(user.user.as_deref(), None).is_err());
+        let empty = SecretString::from(String::new());
+        assert!(digest(Some("app"), Some(&empty)).is_err());
+        assert!(digest(Some(""), Some(&SecretString::from("x".to_owned()))).is_err());
         let password = SecretString::from("S3cret".to_owned());
         let reason = digest(None, Some(&password)).unwrap_err();
         assert!(!reason.contains("S3cret"));
