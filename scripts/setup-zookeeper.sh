@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs Apache ZooKeeper for keylatch's ZooKeeper tests: Debian's `zookeeper`
-# package and the Java runtime it depends on. Idempotent: does nothing when
+# package and the Java runtime it depends on, Apache Curator's recipes
+# (`libcurator-recipes-java`) and a JDK for the Curator driver. Idempotent: installs
+# nothing when
 #   java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar \
 #       org.apache.zookeeper.server.ZooKeeperServerMain
-# can already be started (the testkit starts servers exactly this way).
+# can already be started (the testkit starts servers exactly this way), the Curator jar is
+# there and javac runs.
 #
 # It starts no server: tests start their own throwaway servers and ensembles (see
 # crates/keylatch-testkit/src/zookeeper.rs). If the package starts a system
@@ -39,18 +42,40 @@ zookeeper_available() {
     printf '%s\n' "$out" | grep -q 'Usage: ZooKeeperServerMain'
 }
 
+# Apache Curator's recipes (Debian's libcurator-recipes-java, 5.4) and a JDK: the
+# interoperability tests compile a small Java driver with javac at test time and run it
+# against keylatch (crates/keylatch-testkit/src/curator.rs).
+CURATOR_JAR="/usr/share/java/curator-recipes.jar"
+
+packages=()
 if zookeeper_available; then
     log "zookeeper already installed: $ZK_JAR ($(java -version 2>&1 | head -n 1))"
+else
+    packages+=(zookeeper default-jre-headless)
+fi
+if [ -f "$CURATOR_JAR" ]; then
+    log "curator already installed: $CURATOR_JAR"
+else
+    packages+=(libcurator-recipes-java)
+fi
+if command -v javac >/dev/null 2>&1; then
+    log "javac already installed: $(javac -version 2>&1 | head -n 1)"
+else
+    packages+=(default-jdk-headless)
+fi
+if [ "${#packages[@]}" -eq 0 ]; then
     exit 0
 fi
 
 command -v apt-get >/dev/null 2>&1 ||
-    die "zookeeper is missing and apt-get is not available; install ZooKeeper 3.x with a Java runtime so that $ZK_JAR and $ZK_CONF_DIR exist"
-log "zookeeper is missing: installing the Debian package zookeeper (with its Java runtime)"
+    die "missing ${packages[*]} and apt-get is not available; install ZooKeeper 3.x with a Java runtime so that $ZK_JAR and $ZK_CONF_DIR exist, Curator 5 so that $CURATOR_JAR exists, and a JDK (javac)"
+log "installing the Debian packages: ${packages[*]}"
 log "running: apt-get update"
 as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-log "running: apt-get install -y --no-install-recommends zookeeper default-jre-headless"
+log "running: apt-get install -y --no-install-recommends ${packages[*]}"
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-    zookeeper default-jre-headless
+    "${packages[@]}"
 zookeeper_available || die "java still cannot start $ZK_MAIN from $ZK_JAR after installing"
-log "installed: $ZK_JAR ($(java -version 2>&1 | head -n 1))"
+[ -f "$CURATOR_JAR" ] || die "$CURATOR_JAR is still missing after installing"
+command -v javac >/dev/null 2>&1 || die "javac is still missing after installing"
+log "installed: $ZK_JAR ($(java -version 2>&1 | head -n 1)), $CURATOR_JAR, $(javac -version 2>&1 | head -n 1)"

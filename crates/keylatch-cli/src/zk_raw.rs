@@ -23,8 +23,8 @@ pub fn is_zookeeper(config: &Config) -> bool {
 #[derive(Debug)]
 pub struct RawZk {
     client: zk::Client,
-    /// The ACL keylatch gives its nodes on this URL (the creator's with credentials).
-    digest: bool,
+    /// The ACL keylatch gives its nodes on this URL (its `acl=` parameter; open by default).
+    acls: zk::Acls<'static>,
 }
 
 fn store_failure(what: &str, err: zk::Error) -> Failure {
@@ -32,9 +32,11 @@ fn store_failure(what: &str, err: zk::Error) -> Failure {
 }
 
 impl RawZk {
-    /// Opens a session on `config`'s `zk://` or `zk+tls://` URL, parsed and connected by
-    /// keylatch-zookeeper (`ZkUrl::parse`, `ZkClient::connect_raw`): digest credentials when
-    /// given, `config.tls`'s CA and client certificate for `zk+tls://`, rooted at the chroot.
+    /// Opens a session on `config`'s `zk://[user[:password]@]host:port[,…][/chroot][?acl=…]`
+    /// or `zk+tls://…` URL, parsed and connected by keylatch-zookeeper (`ZkUrl::parse`,
+    /// `ZkClient::connect_raw`): digest credentials when given (the configured user and
+    /// password over the URL's), `config.tls`'s CA and client certificate for `zk+tls://`,
+    /// rooted at the chroot.
     ///
     /// # Errors
     /// As `Failure::from(keylatch::Error)`: 64 for a URL that is not a valid ZooKeeper URL (or
@@ -45,26 +47,26 @@ impl RawZk {
         let mut settings = ZkConfig::default()
             .with_session_timeout(Duration::from_secs(10))
             .with_connection_timeout(Duration::from_secs(5));
+        if let Some(user) = &config.username {
+            settings = settings.with_user(user.clone());
+        }
+        if let Some(password) = &config.password {
+            settings = settings.with_password(password.clone());
+        }
         if let Some(ca) = &config.tls.ca_file {
             settings = settings.with_tls_ca_file(ca);
         }
         if let (Some(cert), Some(key)) = (&config.tls.cert_file, &config.tls.key_file) {
             settings = settings.with_tls_client_cert(cert, key);
         }
+        let acls = url.acl_policy().unwrap_or_default().acls();
         let client = ZkClient::connect_raw(&url, settings).await?;
-        Ok(RawZk {
-            client,
-            digest: url.has_credentials(),
-        })
+        Ok(RawZk { client, acls })
     }
 
     /// How nodes are created on this URL: with `mode` and keylatch's ACL.
     pub fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'static> {
-        mode.with_acls(if self.digest {
-            zk::Acls::creator_all()
-        } else {
-            zk::Acls::anyone_all()
-        })
+        mode.with_acls(self.acls)
     }
 
     /// Creates `path` and its missing parents as persistent nodes.

@@ -1,7 +1,8 @@
 //! The CLI on a `zk://` URL: `run` excludes across processes (plain and fair locks) and exports
 //! the node's zxid as the fencing token, `--read` and `--write` share and exclude as on Redis,
-//! `inspect` lists the contenders with their owner ids, and what ZooKeeper has no form of (a
-//! latch) exits 64 writing nothing.
+//! `inspect` lists the contenders with their owner ids, what ZooKeeper has no form of (a
+//! latch) exits 64 writing nothing, and a run whose server pauses stops its command while the
+//! server is still paused (exit 76).
 mod common;
 
 use std::process::Command;
@@ -317,4 +318,132 @@ fn a_run_paused_past_its_session_stops_its_command_and_exits_76() {
     let status = holder.wait().unwrap();
     assert_eq!(status.code(), Some(76), "{status}");
     assert!(stopped.exists(), "the command got SIGTERM");
+}
+
+#[test]
+fn a_run_whose_server_pauses_stops_its_command_before_the_session_could_expire() {
+    let server = zookeeper();
+    let url = format!("zk://{}", server.connect_string());
+    let dir = scratch("zookeeper-server-paused");
+    let started = dir.join("started");
+    let stopped = dir.join("stopped");
+    let body = format!(
+        "trap 'touch {stopped}; exit 0' TERM; touch {started}; for i in $(seq 600); do sleep 0.1; done",
+        stopped = stopped.display(),
+        started = started.display(),
+    );
+    // A 6 s session: the server cannot expire it, nor hand the lock on, sooner than 6 s
+    // after its last contact with the holder, which is before the pause.
+    let session = std::time::Duration::from_secs(6);
+    let mut holder = KillOnDrop(
+        keylatch(
+            &url,
+            &[
+                "run",
+                "cli-zk-server-paused",
+                "--watchdog",
+                "6s",
+                "--",
+                "sh",
+                "-c",
+                &body,
+            ],
+        )
+        .spawn()
+        .unwrap(),
+    );
+    wait_for_file(&started);
+    let paused = std::time::Instant::now();
+    server.pause().unwrap();
+    // The command must be stopped while the server is paused: by then no other session can
+    // have been granted the lock. Bounded by the session timeout from the pause.
+    while !stopped.exists() && paused.elapsed() < session {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stopped_after = paused.elapsed();
+    server.resume().unwrap();
+    eprintln!("zookeeper: the command was stopped {stopped_after:?} after the server paused");
+    assert!(
+        stopped.exists(),
+        "the command was not stopped within the session timeout of the pause"
+    );
+    let status = holder.0.wait().unwrap();
+    assert_eq!(status.code(), Some(76), "{status}");
+    // Once the server runs again another process gets the lock.
+    let other = keylatch(
+        &url,
+        &["run", "cli-zk-server-paused", "--wait", "30s", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert!(other.status.success(), "the other run: {other:?}");
+}
+
+/// A child process killed (and reaped) when the test ends, also by a failed assertion.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_password_file_on_zookeeper_is_digest_credentials_or_refused_with_64() {
+    let server = zookeeper();
+    let dir = scratch("zookeeper-password");
+    let file = dir.join("password");
+    let password = "zk-Secret-pw";
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    let file = file.display().to_string();
+    // Without a user name the password cannot be used: refused, never dropped.
+    let url = format!("zk://{}/cli-pw", server.connect_string());
+    let refused = keylatch(
+        &url,
+        &["--password-file", &file, "run", "cli-zk-pw", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("user name"), "{stderr}");
+    assert!(!stderr.contains(password), "{stderr}");
+    // With a user (--user, or in the URL): digest credentials. Under acl=creator another
+    // user is then refused (exit 77) while the same credentials lock.
+    let creator = format!("zk://{}/cli-pw?acl=creator", server.connect_string());
+    let dir_file = dir.join("ran");
+    let ok = keylatch(
+        &creator,
+        &[
+            "--user",
+            "app",
+            "--password-file",
+            &file,
+            "run",
+            "cli-zk-pw",
+            "--",
+            "touch",
+            &dir_file.display().to_string(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(dir_file.exists());
+    let other = keylatch(
+        &format!("zk://other:Pw0ther@{}/cli-pw", server.connect_string()),
+        &["run", "/keylatch/cli-zk-pw", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(other.status.code(), Some(77), "{other:?}");
+    let same = keylatch(
+        &format!("zk://app@{}/cli-pw", server.connect_string()),
+        &["run", "cli-zk-pw", "--", "true"],
+    )
+    .env("KEYLATCH_REDIS_PASSWORD", password)
+    .output()
+    .unwrap();
+    assert!(same.status.success(), "{same:?}");
 }

@@ -109,6 +109,7 @@
 
 mod build;
 mod cluster;
+mod curator;
 mod process;
 mod proxy;
 mod resp;
@@ -122,6 +123,7 @@ pub use build::{
     SERVER_ENV, ServerBuild, report_skip, server_build, server_program, skip_without_tls,
 };
 pub use cluster::{RedisCluster, RedisClusterBuilder};
+pub use curator::{CURATOR_RECIPES_JAR, CuratorDriver, curator_unavailable};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};

@@ -8,12 +8,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keylatch_core::secrecy::SecretString;
 use keylatch_core::{Background, Error, HoldSettings, Result, StoreError, WatchdogRegistry};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use uuid::Uuid;
 use zookeeper_client as zk;
 
+use crate::acl::AclPolicy;
 use crate::mutex::ZkMutex;
 use crate::path::{check_path, lock_path};
 use crate::rwlock::ZkReadWriteLock;
@@ -42,6 +44,12 @@ pub struct ZkConfig {
     connection_timeout: Duration,
     base_path: String,
     disconnect_loss: DisconnectLoss,
+    /// The ACL policy, over the URL's `acl=` (else [`AclPolicy::Open`]).
+    acl_policy: Option<AclPolicy>,
+    /// The digest user, over the URL's.
+    user: Option<String>,
+    /// The digest password, over the URL's (redacted in `Debug`).
+    password: Option<SecretString>,
     /// The TLS files of a `zk+tls://` URL (paths only).
     tls: TlsPaths,
     /// What every store shares: the release and shutdown timeouts, the settle window.
@@ -55,6 +63,9 @@ impl Default for ZkConfig {
             connection_timeout: Duration::from_secs(5),
             base_path: "/keylatch".to_owned(),
             disconnect_loss: DisconnectLoss::default(),
+            acl_policy: None,
+            user: None,
+            password: None,
             tls: TlsPaths::default(),
             hold: HoldSettings::default().with_settle_window(Duration::from_secs(10)),
         }
@@ -82,9 +93,35 @@ impl ZkConfig {
     }
 
     /// When the holds of a disconnected client are taken as lost. Default
-    /// [`DisconnectLoss::AfterSessionTimeout`].
+    /// [`DisconnectLoss::OnDisconnect`]: as soon as the connection is lost, before the
+    /// ensemble could expire the session and hand the lock on (see [`DisconnectLoss`] for
+    /// the bound). The other policies let a hold survive a reconnection; a policy that may
+    /// signal loss after the session could expire is logged as unsafe at connect.
     pub fn with_disconnect_loss(mut self, policy: DisconnectLoss) -> Self {
         self.disconnect_loss = policy;
+        self
+    }
+
+    /// The ACL of every node keylatch creates (lock directories, lock nodes, a missing
+    /// chroot), over the URL's `acl=` parameter. Default [`AclPolicy::Open`], Curator's
+    /// default, so clients with other credentials share the locks.
+    pub fn with_acl_policy(mut self, policy: AclPolicy) -> Self {
+        self.acl_policy = Some(policy);
+        self
+    }
+
+    /// The digest user name, over the URL's (`zk://user@host:port`). Digest credentials need
+    /// both a user and a password.
+    pub fn with_user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    /// The digest password, over the URL's. Sent to the server as `user:password` when the
+    /// session starts: in clear text unless the URL is `zk+tls://`. Never shown in `Debug`,
+    /// errors or logs.
+    pub fn with_password(mut self, password: SecretString) -> Self {
+        self.password = Some(password);
         self
     }
 
@@ -179,14 +216,19 @@ impl ZkClient {
         ZkClient::connect_with(url, ZkConfig::default()).await
     }
 
-    /// Connects to `zk://[user:password@]host:port[,host:port…][/chroot]`: a session on one
-    /// of the hosts, digest credentials when given (nodes are then created with the creator's
-    /// ACL), the chroot created when missing. `zk+tls://…` (the `tls` feature) connects to
+    /// Connects to `zk://[user[:password]@]host:port[,host:port…][/chroot][?acl=…]`: a
+    /// session on one of the hosts, digest credentials when given (`user:password` from the
+    /// URL, or [`with_user`](ZkConfig::with_user) / [`with_password`](ZkConfig::with_password)
+    /// over it), the chroot created when missing. Nodes are created with the
+    /// [`AclPolicy`] of the configuration, else of the URL's `acl=open|creator|read`, else
+    /// open to anyone (Curator's default). `zk+tls://…` (the `tls` feature) connects to
     /// ZooKeeper's `secureClientPort` on every host, verified against
     /// [`with_tls_ca_file`](ZkConfig::with_tls_ca_file).
     ///
     /// # Errors
-    /// [`Error::InvalidUrl`], [`Error::InvalidConfig`] (nothing sent: also for `zk+tls://`
+    /// [`Error::InvalidUrl`], [`Error::InvalidConfig`] (nothing sent: also for a password
+    /// without a user name or the reverse, a creator-only policy without credentials, for
+    /// `zk+tls://`
     /// without a CA or without the `tls` feature, and for TLS files with `zk://`),
     /// [`Error::TlsFile`] for a TLS file that cannot be read; [`Error::Connect`] when no
     /// session could be established (within the session timeout: with `zk+tls://` to a
@@ -223,7 +265,20 @@ impl ZkClient {
         let background = Background::new(registry, config.hold);
         let (stop, stopped) = oneshot::channel();
         let base = config.base_path.clone();
-        let shared = Arc::new(Shared::new(client, background, base, acls, stop));
+        let lose_on_disconnect = config.disconnect_loss == DisconnectLoss::OnDisconnect;
+        let shared = Arc::new(Shared::new(
+            client,
+            background,
+            base,
+            acls,
+            lose_on_disconnect,
+            stop,
+        ));
+        crate::watch::warn_if_unsafe(
+            config.disconnect_loss,
+            shared.session_timeout,
+            config.connection_timeout,
+        );
         crate::watch::spawn(
             Arc::downgrade(&shared),
             states,
@@ -371,18 +426,25 @@ impl ZkClient {
 /// How sessions on `url` are opened: its hosts, credentials, chroot and TLS files (read and
 /// checked here), with `config`'s timeouts.
 fn reopen_for(url: &ZkUrl, config: &ZkConfig) -> Result<Reopen> {
+    let invalid = |field, reason| Error::InvalidConfig { field, reason };
+    let user = config.user.as_deref().or(url.user.as_deref());
+    let password = config.password.as_ref().or(url.password.as_ref());
+    let digest = crate::url::digest(user, password).map_err(|why| invalid("password", why))?;
+    let policy = config.acl_policy.or(url.acl).unwrap_or_default();
+    if policy.needs_credentials() && digest.is_none() {
+        return Err(invalid(
+            "acl_policy",
+            "a creator-only ACL needs digest credentials (zk://user:password@…)",
+        ));
+    }
     let tls = crate::tls::load(&config.tls, url.tls, &url.hosts, &url.redacted)?.map(Arc::new);
     Ok(Reopen {
         hosts: url.hosts.clone(),
         session_timeout: config.session_timeout,
         connection_timeout: config.connection_timeout,
-        digest: url.digest_bytes().map(<[u8]>::to_vec),
+        digest,
         chroot: url.chroot.clone(),
-        acls: if url.digest.is_some() {
-            zk::Acls::creator_all()
-        } else {
-            zk::Acls::anyone_all()
-        },
+        acls: policy.acls(),
         tls,
     })
 }

@@ -81,6 +81,12 @@ pub(crate) fn make_guard(
     // its watcher may already have marked the holds lost, so this one is marked now.
     if shared.session_ended() || hold.epoch != shared.epoch() {
         shared.lose_all(keylatch_core::LossReason::SessionExpired);
+    } else if shared.lose_on_disconnect && shared.disconnected() {
+        // Granted just as the connection went: the watcher may have marked the holds lost
+        // before this one was registered.
+        let for_ = Duration::ZERO;
+        let holds = shared.lose_all_and_free(keylatch_core::LossReason::Disconnected { for_ });
+        tracing::warn!(target: "keylatch::zookeeper", holds, "connection lost as a lock was granted: holds lost");
     }
     guard
 }

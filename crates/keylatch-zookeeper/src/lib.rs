@@ -2,12 +2,16 @@
 //! behind keylatch's core [`DistributedLock`](keylatch_core::DistributedLock) trait, on the
 //! [`zookeeper-client`](https://docs.rs/zookeeper-client) crate.
 //!
-//! - [`ZkClient`]: one ZooKeeper session (`zk://[user:password@]host:port[,…][/chroot]`, or
+//! - [`ZkClient`]: one ZooKeeper session
+//!   (`zk://[user[:password]@]host:port[,…][/chroot][?acl=open|creator|read]`, or
 //!   `zk+tls://…` for ZooKeeper's TLS port with the `tls` feature: see
-//!   [`ZkConfig::with_tls_ca_file`]), its
-//!   base path for lock names, and a session watcher that marks every hold lost when the
-//!   session ends or a disconnection outlasts a bound ([`DisconnectLoss`]), and opens a new
-//!   session after an expiry (Curator's reconnection after LOST).
+//!   [`ZkConfig::with_tls_ca_file`]), its base path for lock names, the [`AclPolicy`] of the
+//!   nodes it creates (open to anyone by default, as Curator's), and a session watcher that
+//!   marks every hold lost when the connection is lost (by default: before the ensemble could
+//!   expire the session and hand the lock on; see [`DisconnectLoss`] for the bound and the
+//!   other policies) or the session ends, and opens a new session after an expiry (Curator's
+//!   reconnection after LOST). Lock directories are container nodes, which the server deletes
+//!   once empty (Curator's `creatingParentContainersIfNeeded`).
 //! - [`ZkMutex`]: Curator's `InterProcessMutex` — an ephemeral-sequential node
 //!   `_c_<uuid>-lock-<sequence>` per acquisition under the lock's path, the lowest sequence
 //!   holds, each waiter watches only its predecessor (FIFO, no herd); reentrancy is local to
@@ -68,6 +72,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod acl;
 mod client;
 mod holds;
 mod inspect;
@@ -81,6 +86,7 @@ mod tls;
 mod url;
 mod watch;
 
+pub use acl::AclPolicy;
 pub use client::{ZkClient, ZkConfig};
 pub use inspect::{Contender, Contenders};
 pub use mutex::ZkMutex;

@@ -153,7 +153,7 @@ async fn undo(shared: &Shared, dir: &str, prefix: &str, node: Option<&str>) -> R
 }
 
 /// Creates a protected ephemeral-sequential node `<dir>/_c_<uuid>-<lock_name><sequence>`,
-/// creating `dir` (persistent) when missing; a create whose reply was lost is found again by
+/// creating `dir` (a container node) when missing; a create whose reply was lost is found again by
 /// its prefix. The returned undo deletes the node unless disarmed.
 ///
 /// # Errors
@@ -187,7 +187,6 @@ pub(crate) async fn create_with(
         zk::CreateMode::EphemeralSequential
     };
     let ephemeral = mode.with_acls(shared.acls);
-    let persistent = zk::CreateMode::Persistent.with_acls(shared.acls);
     let mut tries = 0u32;
     loop {
         let epoch = shared.epoch();
@@ -219,7 +218,7 @@ pub(crate) async fn create_with(
         }
         match err {
             zk::Error::NoNode => {
-                if let Err(err) = client.mkdir(dir, &persistent).await
+                if let Err(err) = make_dir(shared, &client, dir).await
                     && !matches!(err, zk::Error::ConnectionLoss)
                 {
                     return Err(shared.error(err));
@@ -239,6 +238,21 @@ pub(crate) async fn create_with(
             }
             other => return Err(shared.error(other)),
         }
+    }
+}
+
+/// Creates `dir` and its missing ancestors as container nodes (Curator's
+/// `creatingParentContainersIfNeeded`: the server reaps each once its last child is gone), or
+/// persistent ones on a server without containers, which answers `Unimplemented`.
+async fn make_dir(shared: &Shared, client: &zk::Client, dir: &str) -> Result<(), zk::Error> {
+    let options = shared.dir_mode().with_acls(shared.acls);
+    match client.mkdir(dir, &options).await {
+        Err(zk::Error::Unimplemented) if shared.dir_mode() == zk::CreateMode::Container => {
+            shared.no_containers();
+            let options = zk::CreateMode::Persistent.with_acls(shared.acls);
+            client.mkdir(dir, &options).await
+        }
+        other => other,
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -45,8 +45,14 @@ pub(crate) struct Shared {
     pub(crate) background: Background,
     /// Where names without a leading `/` go.
     pub(crate) base: String,
-    /// ACLs of created nodes: the creator's with digest credentials, anyone's otherwise.
+    /// ACLs of created nodes (the client's [`AclPolicy`](crate::AclPolicy)).
     pub(crate) acls: zk::Acls<'static>,
+    /// Whether holds are lost as soon as the connection is (`DisconnectLoss::OnDisconnect`):
+    /// then a hold granted while the connection is down is lost at once.
+    pub(crate) lose_on_disconnect: bool,
+    /// Whether lock directories are created as container nodes (cleared, once, when the
+    /// server answers that it has none: ZooKeeper before 3.5).
+    containers: AtomicBool,
     /// The live lock nodes of this client.
     holds: Mutex<HashMap<HoldId, NodeHold>>,
     /// The negotiated session timeout.
@@ -76,6 +82,7 @@ impl Shared {
         background: Background,
         base: String,
         acls: zk::Acls<'static>,
+        lose_on_disconnect: bool,
         stop: tokio::sync::oneshot::Sender<()>,
     ) -> Shared {
         Shared {
@@ -86,8 +93,32 @@ impl Shared {
             background,
             base,
             acls,
+            lose_on_disconnect,
+            containers: AtomicBool::new(true),
             holds: Mutex::new(HashMap::new()),
             _stop: stop,
+        }
+    }
+
+    /// The mode lock directories are created with: container nodes (the server deletes
+    /// them once their last child is gone, as Curator's `creatingParentContainersIfNeeded`
+    /// makes them), or persistent ones on a server without containers.
+    pub(crate) fn dir_mode(&self) -> zk::CreateMode {
+        if self.containers.load(Ordering::Relaxed) {
+            zk::CreateMode::Container
+        } else {
+            zk::CreateMode::Persistent
+        }
+    }
+
+    /// The server has no container nodes: directories are persistent from now on (logged
+    /// once).
+    pub(crate) fn no_containers(&self) {
+        if self.containers.swap(false, Ordering::Relaxed) {
+            tracing::warn!(
+                target: "keylatch::zookeeper",
+                "the server has no container nodes (ZooKeeper before 3.5): lock directories are created persistent and stay after use"
+            );
         }
     }
 
@@ -295,6 +326,40 @@ impl Shared {
                 zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
             ),
         }
+    }
+
+    /// Whether the session's connection is down now (the session may still live).
+    pub(crate) fn disconnected(&self) -> bool {
+        self.client()
+            .is_ok_and(|client| client.state() == zk::SessionState::Disconnected)
+    }
+
+    /// Every hold of this client is lost while its session may still live: each guard's
+    /// `lost()` completes, and each node is deleted once the session is back (if it comes
+    /// back), so it blocks no one. Returns how many holds there were.
+    pub(crate) fn lose_all_and_free(self: &Arc<Self>, reason: keylatch_core::LossReason) -> usize {
+        let nodes = self.lose_all(reason);
+        let count = nodes.len();
+        for node in nodes {
+            let owner = Arc::downgrade(self);
+            self.background.spawn(async move {
+                loop {
+                    let Some(shared) = owner.upgrade() else {
+                        return Ok(());
+                    };
+                    if shared.session_ended() {
+                        return Ok(());
+                    }
+                    match shared.delete_node(&node).await {
+                        Err(err) if err.is_transient() => {}
+                        other => return other,
+                    }
+                    drop(shared);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            });
+        }
+        count
     }
 
     /// Every hold of this client is lost: each guard's `lost()` completes. Returns the nodes

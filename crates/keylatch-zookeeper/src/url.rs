@@ -1,12 +1,15 @@
-//! `zk://` and `zk+tls://` URLs: hosts, an optional chroot and optional digest credentials,
-//! parsed into a [`ZkUrl`] whose credentials never show in `Debug` or in errors.
+//! `zk://` and `zk+tls://` URLs: hosts, an optional chroot, optional digest credentials (or
+//! a user name alone, its password given elsewhere) and an optional `acl=` parameter, parsed
+//! into a [`ZkUrl`] whose credentials never show in `Debug` or in errors.
 //!
-//! May import: keylatch-core only (no other file of this crate).
+//! May import: keylatch-core, `acl` (no other file of this crate).
 
 use std::fmt;
 
 use keylatch_core::secrecy::{ExposeSecret, SecretString};
 use keylatch_core::{Error, Result, StoreError, redact_url};
+
+use crate::acl::AclPolicy;
 
 /// Why a `zk://` URL was refused (the source of [`Error::InvalidUrl`]).
 #[derive(Debug, thiserror::Error)]
@@ -24,9 +27,9 @@ impl UrlError {
     }
 }
 
-/// A parsed `zk://[user:password@]host:port[,host:port…][/chroot]` (or `zk+tls://…`): the
-/// one parser of ZooKeeper URLs, used by [`ZkClient`](crate::ZkClient) and by the `keylatch`
-/// command alike.
+/// A parsed `zk://[user[:password]@]host:port[,host:port…][/chroot][?acl=open|creator|read]`
+/// (or `zk+tls://…`): the one parser of ZooKeeper URLs, used by [`ZkClient`](crate::ZkClient)
+/// and by the `keylatch` command alike.
 ///
 /// ```
 /// use keylatch_zookeeper::ZkUrl;
@@ -44,8 +47,12 @@ pub struct ZkUrl {
     pub(crate) hosts: String,
     /// The chroot (`/app`), or `None`.
     pub(crate) chroot: Option<String>,
-    /// `user:password` for the digest scheme.
-    pub(crate) digest: Option<SecretString>,
+    /// The user name of the userinfo.
+    pub(crate) user: Option<String>,
+    /// The password of the userinfo.
+    pub(crate) password: Option<SecretString>,
+    /// The `acl=` parameter.
+    pub(crate) acl: Option<AclPolicy>,
     /// The URL with its password masked, for messages.
     pub(crate) redacted: String,
 }
@@ -82,20 +89,19 @@ impl ZkUrl {
         self.chroot.as_deref()
     }
 
-    /// Whether the URL carries digest credentials (nodes are then created with the creator's
-    /// ACL).
+    /// Whether the URL carries digest credentials (`user:password`).
     pub fn has_credentials(&self) -> bool {
-        self.digest.is_some()
+        self.user.is_some() && self.password.is_some()
+    }
+
+    /// The URL's `acl=` policy, if it gives one.
+    pub fn acl_policy(&self) -> Option<AclPolicy> {
+        self.acl
     }
 
     /// The URL with its password masked, for messages.
     pub fn redacted(&self) -> &str {
         &self.redacted
-    }
-
-    /// The digest credentials (`user:password`), for the connector only.
-    pub(crate) fn digest_bytes(&self) -> Option<&[u8]> {
-        self.digest.as_ref().map(|s| s.expose_secret().as_bytes())
     }
 }
 
@@ -106,6 +112,32 @@ pub fn is_zookeeper_url(url: &str) -> bool {
         url.get(..scheme.len())
             .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
     })
+}
+
+/// Digest credentials, `user:password`, from a URL or the configuration.
+///
+/// # Errors
+/// A reason when only one half is given.
+pub(crate) fn digest(
+    user: Option<&str>,
+    password: Option<&SecretString>,
+) -> std::result::Result<Option<SecretString>, &'static str> {
+    match (user, password) {
+        (Some(""), _) => Err("the digest user name is empty"),
+        (_, Some(p)) if p.expose_secret().is_empty() => Err("the digest password is empty"),
+        (None, None) => Ok(None),
+        (Some(user), Some(password)) => Ok(Some(SecretString::from(format!(
+            "{user}:{}",
+            password.expose_secret()
+        )))),
+        (None, Some(_)) => Err(
+            "a password for zk:// is digest credentials and needs a user name: \
+             zk://user@host:port (or ZkConfig::with_user)",
+        ),
+        (Some(_), None) => {
+            Err("the user of a zk:// URL needs a password (in the URL, or the configured password)")
+        }
+    }
 }
 
 fn invalid(url: &str, reason: &'static str) -> Error {
@@ -121,6 +153,17 @@ fn invalid(url: &str, reason: &'static str) -> Error {
 /// [`Error::InvalidUrl`] (the URL in it has its password masked).
 pub(crate) fn parse(url: &str) -> Result<ZkUrl> {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut acl = None;
+    for param in query.split('&').filter(|p| !p.is_empty()) {
+        let Some(("acl", value)) = param.split_once('=') else {
+            return Err(invalid(url, "the only URL parameter is acl="));
+        };
+        acl = Some(
+            AclPolicy::from_param(value)
+                .ok_or_else(|| invalid(url, "acl= must be open, creator or read"))?,
+        );
+    }
     let tls = if scheme.eq_ignore_ascii_case("zk") {
         false
     } else if scheme.eq_ignore_ascii_case("zk+tls") {
@@ -136,16 +179,20 @@ pub(crate) fn parse(url: &str) -> Result<ZkUrl> {
         Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
         None => (None, authority),
     };
-    let digest = match userinfo {
-        None => None,
+    let (user, password) = match userinfo {
+        None => (None, None),
         Some(info) => {
-            let Some((user, password)) = info.split_once(':') else {
-                return Err(invalid(url, "credentials must be user:password"));
+            let (user, password) = match info.split_once(':') {
+                Some((user, password)) => (user, Some(password)),
+                None => (info, None),
             };
-            if user.is_empty() || password.is_empty() {
-                return Err(invalid(url, "credentials must be user:password"));
+            if user.is_empty() || password.is_some_and(str::is_empty) {
+                return Err(invalid(url, "credentials must be user:password or user"));
             }
-            Some(SecretString::from(info.to_owned()))
+            (
+                Some(user.to_owned()),
+                password.map(|p| SecretString::from(p.to_owned())),
+            )
         }
     };
     if hosts.is_empty() {
@@ -174,7 +221,9 @@ pub(crate) fn parse(url: &str) -> Result<ZkUrl> {
         tls,
         hosts: hosts.to_owned(),
         chroot,
-        digest,
+        user,
+        password,
+        acl,
         redacted: redact_url(url),
     })
 }
@@ -188,11 +237,29 @@ mod tests {
         let url = parse("zk://app:S3cret@h1:2181,h2:2182/locks/app").unwrap();
         assert_eq!(url.hosts, "h1:2181,h2:2182");
         assert_eq!(url.chroot.as_deref(), Some("/locks/app"));
-        assert_eq!(url.digest_bytes(), Some(&b"app:S3cret"[..]));
+        let both = digest(url.user.as_deref(), url.password.as_ref()).unwrap();
+        assert_eq!(both.unwrap().expose_secret(), "app:S3cret");
         assert!(!format!("{url:?}").contains("S3cret"));
+        assert_eq!(url.acl, None);
 
         let plain = parse("zk://127.0.0.1:2181").unwrap();
-        assert!(plain.digest.is_none() && plain.chroot.is_none() && !plain.tls);
+        assert!(plain.user.is_none() && plain.chroot.is_none() && !plain.tls);
+        let user = parse("zk://app@h:1/c?acl=creator").unwrap();
+        assert_eq!(user.user.as_deref(), Some("app"));
+        assert!(user.password.is_none());
+        assert_eq!(user.chroot.as_deref(), Some("/c"));
+        assert_eq!(user.acl, Some(AclPolicy::CreatorOnly));
+        assert_eq!(
+            parse("zk://h:1?acl=read").unwrap().acl,
+            Some(AclPolicy::ReadOnlyForOthers)
+        );
+        assert!(digest(user.user.as_deref(), None).is_err());
+        let empty = SecretString::from(String::new());
+        assert!(digest(Some("app"), Some(&empty)).is_err());
+        assert!(digest(Some(""), Some(&SecretString::from("x".to_owned()))).is_err());
+        let password = SecretString::from("S3cret".to_owned());
+        let reason = digest(None, Some(&password)).unwrap_err();
+        assert!(!reason.contains("S3cret"));
         let secure = parse("ZK+TLS://app:S3cret@localhost:2281/app").unwrap();
         assert!(secure.tls && secure.hosts == "localhost:2281");
         assert!(!format!("{secure:?}").contains("S3cret"));
@@ -207,7 +274,10 @@ mod tests {
             "zk://h:x",
             "zk://h:0",
             "zk://app:S3cret@h",
-            "zk://app@h:1",
+            "zk://app:@h:1",
+            "zk://:S3cret@h:1",
+            "zk://h:1?acl=everyone",
+            "zk://h:1?password=S3cret",
             "zk://h:1/a//b",
             "zk://h:1/a/",
         ] {

@@ -1,7 +1,8 @@
 //! The session watcher: a task per client that follows the ZooKeeper session's state and
 //! marks every hold of the client lost when the session expires, is closed or is refused, or
-//! (by [`DisconnectLoss`]) when a disconnection lasts longer than a bound — Curator's simulated
-//! LOST. Nodes of holds taken as lost while the session may still live are deleted once it
+//! (by [`DisconnectLoss`]) as soon as the connection is lost (the default: Curator's
+//! SUSPENDED, session fate unknown) or when a disconnection lasts longer than a bound —
+//! Curator's simulated LOST. Nodes of holds taken as lost while the session may still live are deleted once it
 //! reconnects, so they block no one. After an expiry it opens a new session ([`Reopen`]), as
 //! Curator does after LOST, so the client's later acquisitions work again.
 //!
@@ -11,6 +12,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use keylatch_core::LossReason;
+use keylatch_core::secrecy::{ExposeSecret, SecretString};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -18,17 +20,83 @@ use zookeeper_client as zk;
 use crate::session::Shared;
 
 /// When the holds of a disconnected client are taken as lost.
+///
+/// zookeeper-client declares the connection lost when no reply came for its connection
+/// timeout `c` (the configured connection timeout when at most 3/5 of the negotiated session
+/// timeout `T`, else `2T/5`), checked every `c/8` (`T/20` in the second case): at the latest
+/// `9c/8 ≤ 27T/40` after the last reply. The server expires the session no earlier than `T`
+/// after the last request it received, so [`OnDisconnect`](DisconnectLoss::OnDisconnect)
+/// marks holds lost at least `13T/40` minus one round trip before another session can be
+/// granted the lock. The other policies may signal loss after that instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DisconnectLoss {
-    /// After a disconnection as long as the negotiated session timeout (Curator's default:
-    /// by then the server may have expired the session and handed the lock on).
+    /// As soon as the connection is lost (Curator's SUSPENDED, treated as lost as Curator's
+    /// `StandardConnectionStateErrorPolicy` does): before the ensemble can expire the session
+    /// and hand the lock on. A hold never survives a reconnection; its node is deleted once
+    /// the session is back. The default.
     #[default]
+    OnDisconnect,
+    /// After a disconnection as long as the negotiated session timeout. Not safe: by then
+    /// the server may have expired the session and handed the lock on (keylatch's default
+    /// before [`OnDisconnect`](DisconnectLoss::OnDisconnect)).
     AfterSessionTimeout,
-    /// After a disconnection this long.
+    /// After a disconnection this long: a hold survives a reconnection within the bound.
+    /// Safe only while the bound plus the detection time stays under the session timeout
+    /// (`bound < 13T/40` minus a round trip, see above); a longer bound is logged as unsafe
+    /// at connect.
     After(Duration),
-    /// Only when the session is known ended (expired or closed).
+    /// Only when the session is known ended (expired or closed): Curator's
+    /// `SessionConnectionStateErrorPolicy`. Not safe: loss is signalled after the server
+    /// may have handed the lock on.
     OnlyOnExpiry,
+}
+
+impl DisconnectLoss {
+    /// How long a disconnection lasts before holds are lost; `None` for only on expiry.
+    fn bound(self, session_timeout: Duration) -> Option<Duration> {
+        match self {
+            DisconnectLoss::OnDisconnect => Some(Duration::ZERO),
+            DisconnectLoss::AfterSessionTimeout => Some(session_timeout),
+            DisconnectLoss::After(bound) => Some(bound),
+            DisconnectLoss::OnlyOnExpiry => None,
+        }
+    }
+}
+
+/// The latest instant after the last reply at which zookeeper-client declares the
+/// connection lost, for a negotiated `session_timeout` and a configured `connection_timeout`
+/// (its `calc_tick_timeout`: the no-reply limit is 8 ticks, checked once a tick).
+pub(crate) fn detection_bound(session_timeout: Duration, connection_timeout: Duration) -> Duration {
+    let limit = if connection_timeout.is_zero() || connection_timeout > session_timeout * 3 / 5 {
+        session_timeout * 8 / 20
+    } else {
+        connection_timeout
+    };
+    limit + limit / 8
+}
+
+/// Logs once at connect when `policy` may signal loss after the server could have expired
+/// the session (and handed the lock on).
+pub(crate) fn warn_if_unsafe(
+    policy: DisconnectLoss,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+) {
+    let detection = detection_bound(session_timeout, connection_timeout);
+    let unsafe_ = match policy.bound(session_timeout) {
+        None => true,
+        Some(bound) => detection + bound >= session_timeout,
+    };
+    if unsafe_ {
+        tracing::warn!(
+            target: "keylatch::zookeeper",
+            ?policy,
+            ?session_timeout,
+            ?detection,
+            "disconnect-loss policy may signal loss after the session could expire and the lock pass on"
+        );
+    }
 }
 
 /// How to open a session like the client's first one: its hosts, timeouts, credentials and
@@ -42,7 +110,7 @@ pub(crate) struct Reopen {
     /// The bound on one connection attempt.
     pub(crate) connection_timeout: Duration,
     /// Digest credentials (`user:password`).
-    pub(crate) digest: Option<Vec<u8>>,
+    pub(crate) digest: Option<SecretString>,
     /// The chroot, created when missing.
     pub(crate) chroot: Option<String>,
     /// The ACLs the chroot is created with.
@@ -59,7 +127,7 @@ impl Reopen {
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout);
         if let Some(digest) = &self.digest {
-            connector = connector.with_auth("digest", digest);
+            connector = connector.with_auth("digest", digest.expose_secret().as_bytes());
         }
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
@@ -97,11 +165,7 @@ pub(crate) fn spawn(
     reopen: Reopen,
     mut stop: oneshot::Receiver<()>,
 ) {
-    let bound = match policy {
-        DisconnectLoss::AfterSessionTimeout => Some(session_timeout),
-        DisconnectLoss::After(bound) => Some(bound),
-        DisconnectLoss::OnlyOnExpiry => None,
-    };
+    let bound = policy.bound(session_timeout);
     tokio::spawn(async move {
         let mut disconnected_at: Option<Instant> = None;
         loop {
@@ -117,7 +181,12 @@ pub(crate) fn spawn(
             tokio::select! {
                 state = states.changed() => match state {
                     zk::SessionState::Disconnected => {
-                        disconnected_at.get_or_insert_with(Instant::now);
+                        if bound == Some(Duration::ZERO) {
+                            // Curator's SUSPENDED: lost now, before the session can expire.
+                            bound_passed(&shared, Duration::ZERO);
+                        } else {
+                            disconnected_at.get_or_insert_with(Instant::now);
+                        }
                     }
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                         disconnected_at = None;
@@ -201,28 +270,13 @@ fn bound_passed(shared: &Weak<Shared>, for_: Duration) {
     let Some(shared) = shared.upgrade() else {
         return;
     };
-    let nodes = shared.lose_all(LossReason::Disconnected { for_ });
-    if nodes.is_empty() {
+    let holds = shared.lose_all_and_free(LossReason::Disconnected { for_ });
+    if holds == 0 {
         return;
     }
-    tracing::warn!(target: "keylatch::zookeeper", holds = nodes.len(), "disconnected longer than the bound: holds lost");
-    for node in nodes {
-        let owner = Arc::downgrade(&shared);
-        shared.background.spawn(async move {
-            loop {
-                let Some(shared) = owner.upgrade() else {
-                    return Ok(());
-                };
-                if shared.session_ended() {
-                    return Ok(());
-                }
-                match shared.delete_node(&node).await {
-                    Err(err) if err.is_transient() => {}
-                    other => return other,
-                }
-                drop(shared);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        });
+    if for_.is_zero() {
+        tracing::warn!(target: "keylatch::zookeeper", holds, "connection lost, the session may expire: holds lost");
+    } else {
+        tracing::warn!(target: "keylatch::zookeeper", holds, ?for_, "disconnected longer than the bound: holds lost");
     }
 }

@@ -1,17 +1,23 @@
-//! A three-node ensemble: a held lock survives the leader's death, and fencing tokens keep
-//! increasing across the leader change.
+//! A three-node ensemble: a held lock survives the leader's death (with a `DisconnectLoss`
+//! that lets it survive a short reconnection), and fencing tokens keep increasing across the
+//! leader change.
 
 use std::time::Duration;
 
 use keylatch_core::DistributedLock;
 use keylatch_testkit::ZooKeeperEnsemble;
-use keylatch_zookeeper::{ZkClient, ZkConfig};
+use keylatch_zookeeper::{DisconnectLoss, ZkClient, ZkConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_increase_across_a_leader_change() {
     let mut ensemble = ZooKeeperEnsemble::start().unwrap();
     let url = format!("zk://{}", ensemble.connect_string());
-    let config = ZkConfig::default().with_session_timeout(Duration::from_secs(10));
+    // The hold survives a reconnection within 6 s: safe, as the connection is declared lost
+    // at most 9/8 of 2 s after the last reply, and 2.25 s + 6 s < the 10 s session.
+    let config = ZkConfig::default()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_connection_timeout(Duration::from_secs(2))
+        .with_disconnect_loss(DisconnectLoss::After(Duration::from_secs(6)));
     let client = ZkClient::connect_with(&url, config).await.unwrap();
     let lock = client.lock("ensemble").unwrap();
     let before = lock.lock().await.unwrap();

@@ -1,6 +1,7 @@
 //! One client partitioned from the ensemble while the others keep working: the testkit's
 //! `FaultProxy` stands between that client and the server and blackholes its traffic. The
-//! partitioned holder's `lost()` fires (its disconnect bound is shorter than its session)
+//! partitioned holder's `lost()` fires (by default on disconnection, or by a disconnect bound
+//! shorter than its session)
 //! before another client gets the lock, which happens once the server expired the session and
 //! deleted its node; after the heal the old guard no longer holds and the same client locks
 //! again. A partitioned waiter's node goes with its session and the queue moves on. Order is
@@ -26,10 +27,21 @@ const NOTICED: Duration = Duration::from_secs(40);
 /// within a second (zookeeper-client's connection timeout) and taken as a loss 500 ms later,
 /// well before the server can expire the session.
 async fn behind(proxy: &FaultProxy) -> ZkClient {
-    let config = ZkConfig::default()
+    behind_with(
+        proxy,
+        Some(DisconnectLoss::After(Duration::from_millis(500))),
+    )
+    .await
+}
+
+/// As [`behind`], with `policy` (`None`: the default).
+async fn behind_with(proxy: &FaultProxy, policy: Option<DisconnectLoss>) -> ZkClient {
+    let mut config = ZkConfig::default()
         .with_session_timeout(Duration::from_secs(6))
-        .with_connection_timeout(Duration::from_secs(1))
-        .with_disconnect_loss(DisconnectLoss::After(Duration::from_millis(500)));
+        .with_connection_timeout(Duration::from_secs(1));
+    if let Some(policy) = policy {
+        config = config.with_disconnect_loss(policy);
+    }
     let url = format!("zk://127.0.0.1:{}", proxy.port());
     ZkClient::connect_with(&url, config).await.unwrap()
 }
@@ -50,9 +62,18 @@ impl Events {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_holder_loses_its_hold_before_another_client_gets_it() {
+    partitioned_holder(Some(DisconnectLoss::After(Duration::from_millis(500)))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_default_policy_a_partitioned_holder_loses_before_another_client_gets_it() {
+    partitioned_holder(None).await;
+}
+
+async fn partitioned_holder(policy: Option<DisconnectLoss>) {
     let server = ZooKeeperServer::start().unwrap();
     let proxy = FaultProxy::start(server.port()).unwrap();
-    let a = behind(&proxy).await;
+    let a = behind_with(&proxy, policy).await;
     let b = client_with(&server, ZkConfig::default()).await;
     let raw = raw(&server).await;
     let path = "/keylatch/partitioned-holder";

@@ -85,7 +85,7 @@ impl Client {
     /// Connects to `url` with the default configuration: `redis://`, `rediss://` (TLS, verified
     /// against the system's roots), `redis+unix://`, `redis+sentinel://host:port,…/service`
     /// (see [`Config::url`]), or, with the `zookeeper` feature,
-    /// `zk://[user:password@]host:port[,host:port…][/chroot]` (a ZooKeeper ensemble; see
+    /// `zk://[user[:password]@]host:port[,host:port…][/chroot][?acl=…]` (a ZooKeeper ensemble; see
     /// `Client::connect_zookeeper` for its settings) and, with `zookeeper-tls`, `zk+tls://…`
     /// (its TLS port: give the CA in [`Config::tls`], see [`connect_with`](Client::connect_with)).
     ///

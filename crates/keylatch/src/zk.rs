@@ -68,12 +68,20 @@ mod on {
     /// Connects to the ensemble of `config.url`: the session timeout asked for is
     /// `config.watchdog_timeout` (how long a crashed holder keeps its locks, on either store),
     /// the release and shutdown timeouts are `config`'s, the TLS files `config.tls`'s (for
-    /// `zk+tls://`), the rest ZooKeeper's defaults (see [`ZkConfig`]).
+    /// `zk+tls://`), `config.username` and `config.password` the digest credentials over the
+    /// URL's (a password without a user name is refused, never dropped), the rest
+    /// ZooKeeper's defaults (see [`ZkConfig`]).
     pub(crate) async fn connect(config: &Config) -> Result<ZkClient> {
         let mut zk = ZkConfig::default()
             .with_session_timeout(config.watchdog_timeout)
             .with_release_timeout(config.release_timeout)
             .with_shutdown_timeout(config.shutdown_timeout);
+        if let Some(user) = &config.username {
+            zk = zk.with_user(user.clone());
+        }
+        if let Some(password) = &config.password {
+            zk = zk.with_password(password.clone());
+        }
         let invalid = |field, reason| Err(Error::InvalidConfig { field, reason });
         if config.tls.insecure {
             return invalid(

@@ -50,9 +50,10 @@ pub enum LossReason {
     ClientShutdown,
     /// The store's session ended (ZooKeeper: expired, closed or refused).
     SessionExpired,
-    /// The client was disconnected from the store longer than its bound (ZooKeeper).
+    /// The client was disconnected from the store longer than its bound (ZooKeeper; a zero
+    /// bound, the default, as soon as the connection is lost).
     Disconnected {
-        /// How long the client had been disconnected.
+        /// How long the client had been disconnected (zero: lost on disconnection).
         for_: Duration,
     },
 }
@@ -73,6 +74,9 @@ impl fmt::Display for LossReason {
             LossReason::MaxHoldReached => f.write_str("the maximum hold time was reached"),
             LossReason::ClientShutdown => f.write_str("the client shut down"),
             LossReason::SessionExpired => f.write_str("the session ended"),
+            LossReason::Disconnected { for_ } if for_.is_zero() => {
+                f.write_str("the connection was lost (the session may expire)")
+            }
             LossReason::Disconnected { for_ } => {
                 write!(f, "disconnected for {for_:.1?}")
             }

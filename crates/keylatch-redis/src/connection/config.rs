@@ -140,10 +140,12 @@ pub struct Config {
     /// never for names that come from users. Off by default: such names are refused with
     /// [`Error::InvalidName`].
     pub hash_tagged_names: bool,
-    /// The ACL user, over the URL's (`KEYLATCH_REDIS_USERNAME` in [`Config::from_env`]).
+    /// The ACL user, over the URL's (`KEYLATCH_REDIS_USERNAME` in [`Config::from_env`]); on
+    /// a `zk://` URL, the digest user.
     pub username: Option<String>,
     /// The password, over the URL's (`KEYLATCH_REDIS_PASSWORD` in [`Config::from_env`]).
-    /// Never shown, never serialized.
+    /// On a `zk://` URL, the digest password of the URL's user or `username` (refused without
+    /// a user name). Never shown, never serialized.
     #[cfg_attr(feature = "serde", serde(skip_serializing))]
     pub password: Option<SecretString>,
     /// The sentinels' ACL user, when they require one (`KEYLATCH_SENTINEL_USERNAME`).

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use keylatch_core::{DistributedLock, LockGuard};
-use keylatch_zookeeper::{ZkClient, ZkConfig, ZkMutex};
+use keylatch_zookeeper::{DisconnectLoss, ZkClient, ZkConfig, ZkMutex};
 use tokio::time::Instant;
 
 /// Set to start the test binary as a worker.
@@ -174,7 +174,11 @@ async fn stop_requested(dir: &Path, deadline: Instant) {
 async fn run(s: Settings) -> i32 {
     let log = Log(s.dir.join(format!("log-{}", s.id)));
     let _ = fs::create_dir_all(s.dir.join("inside"));
-    let config = ZkConfig::default().with_session_timeout(s.session);
+    // A hold survives a short disconnection (a leader's failover) within a bound that keeps
+    // loss ahead of the session's expiry: 5 s of detection + T/2 < T for T = 20 s.
+    let config = ZkConfig::default()
+        .with_session_timeout(s.session)
+        .with_disconnect_loss(DisconnectLoss::After(s.session / 2));
     let client = match ZkClient::connect_with(&s.url, config).await {
         Ok(client) => client,
         Err(err) => {

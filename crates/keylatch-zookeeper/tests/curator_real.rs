@@ -1,0 +1,287 @@
+//! Interoperability with the real Apache Curator (Debian's 5.4, driven by the testkit's
+//! `CuratorDriver`, a Java program compiled at test time): Curator's `InterProcessMutex` and
+//! keylatch's `ZkMutex` on one path exclude each other, in both directions, and each is
+//! granted the lock when the other releases it, in queue order across the two; Curator's and
+//! keylatch's read-write locks share reads and exclude writes both ways; a semaphore's
+//! maximum holds across Curator's and keylatch's leases; a Curator client with other
+//! credentials takes a lock a keylatch client with credentials created (Curator's default ACL
+//! on both sides).
+//! The model of Curator in `support/curator.rs`
+//! (tests/curator.rs) covers what the driver does not reach yet.
+//!
+//! Order is asserted on what each side reported, never on times; bounds are correctness
+//! bounds. Skipped, with a line "<test>: skipped: <reason>", where Curator cannot run.
+//!
+//! May import: keylatch-testkit, keylatch-zookeeper, keylatch-core.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use keylatch_core::DistributedLock;
+use keylatch_testkit::{CuratorDriver, curator_unavailable};
+use keylatch_zookeeper::ZkClient;
+use support::{children, client, raw, server, url};
+
+/// A correctness bound for one answer of the driver, or one hand-over.
+const ANSWER: Duration = Duration::from_secs(30);
+
+/// The driver on `path`, or `None` (and the skip line) when Curator cannot run here.
+fn driver(test: &str, path: &str) -> Option<CuratorDriver> {
+    if let Some(why) = curator_unavailable() {
+        eprintln!("{test}: skipped: {why}");
+        return None;
+    }
+    Some(CuratorDriver::start(&server().connect_string(), path).expect("start the Curator driver"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_holds_and_keylatch_waits_until_curator_releases() {
+    let path = "/curator-real/curator-first";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "curator_holds_and_keylatch_waits_until_curator_releases",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let ask = |curator: &mut CuratorDriver, command: &str| {
+        tokio::task::block_in_place(|| curator.ask(command, ANSWER))
+    };
+    assert_eq!(ask(&mut curator, "lock"), "locked");
+    let keylatch = client().await;
+    let lock = keylatch.lock(path).unwrap();
+    assert!(
+        lock.try_lock().await.unwrap().is_none(),
+        "keylatch got a lock Curator holds"
+    );
+    // keylatch queues behind Curator's node.
+    let released = Arc::new(AtomicBool::new(false));
+    let waiting = {
+        let (lock, released) = (lock.clone(), released.clone());
+        tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            (released.load(Ordering::SeqCst), guard)
+        })
+    };
+    let raw = raw(server()).await;
+    support::wait_children(&raw, path, 2).await;
+    assert!(!waiting.is_finished());
+    released.store(true, Ordering::SeqCst);
+    assert_eq!(ask(&mut curator, "unlock"), "unlocked");
+    let (after_release, guard) = tokio::time::timeout(ANSWER, waiting)
+        .await
+        .expect("keylatch is granted the lock Curator released")
+        .unwrap();
+    assert!(
+        after_release,
+        "keylatch was granted the lock before Curator released it"
+    );
+    // And now Curator cannot take it.
+    assert_eq!(ask(&mut curator, "try 300"), "timeout");
+    guard.unlock().await.unwrap();
+    assert_eq!(ask(&mut curator, "try 10000"), "locked");
+    assert_eq!(ask(&mut curator, "unlock"), "unlocked");
+    assert_eq!(ask(&mut curator, "quit"), "bye");
+    assert!(children(&raw, path).await.is_empty());
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keylatch_holds_and_curator_waits_until_keylatch_releases() {
+    let path = "/curator-real/keylatch-first";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "keylatch_holds_and_curator_waits_until_keylatch_releases",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let keylatch = client().await;
+    let guard = keylatch.lock(path).unwrap().lock().await.unwrap();
+    let answer = tokio::task::block_in_place(|| curator.ask("try 300", ANSWER));
+    assert_eq!(answer, "timeout", "Curator got a lock keylatch holds");
+    // Curator queues behind keylatch's node; it answers only once it holds.
+    tokio::task::block_in_place(|| curator.send("lock"));
+    let raw = raw(server()).await;
+    support::wait_children(&raw, path, 2).await;
+    let early = tokio::task::block_in_place(|| curator.next_line(Duration::from_millis(300)));
+    assert_eq!(early, None, "Curator was granted a lock keylatch holds");
+    guard.unlock().await.unwrap();
+    let granted = tokio::task::block_in_place(|| curator.next_line(ANSWER));
+    assert_eq!(granted.as_deref(), Some("locked"));
+    // While Curator holds, keylatch cannot.
+    let lock = keylatch.lock(path).unwrap();
+    assert!(lock.try_lock().await.unwrap().is_none());
+    let answer = tokio::task::block_in_place(|| curator.ask("unlock", ANSWER));
+    assert_eq!(answer, "unlocked");
+    let again = tokio::time::timeout(ANSWER, lock.lock())
+        .await
+        .expect("keylatch locks again")
+        .unwrap();
+    again.unlock().await.unwrap();
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_with_other_credentials_takes_a_lock_keylatch_created_with_credentials() {
+    let test = "curator_with_other_credentials_takes_a_lock_keylatch_created_with_credentials";
+    let path = "/curator-real/credentials/orders";
+    if let Some(why) = curator_unavailable() {
+        eprintln!("{test}: skipped: {why}");
+        return;
+    }
+    let url = url(server()).replacen("zk://", "zk://app:S3cret@", 1);
+    let keylatch = ZkClient::connect(&url).await.unwrap();
+    // keylatch creates the directories and its node; Curator queues behind it and gets it.
+    let guard = keylatch.lock(path).unwrap().lock().await.unwrap();
+    let mut curator = tokio::task::block_in_place(|| {
+        CuratorDriver::start_with_digest(&server().connect_string(), path, Some("other:Pw0ther"))
+            .expect("start the Curator driver")
+    });
+    let answer = tokio::task::block_in_place(|| curator.ask("try 300", ANSWER));
+    assert_eq!(answer, "timeout");
+    guard.unlock().await.unwrap();
+    let answer = tokio::task::block_in_place(|| curator.ask("try 10000", ANSWER));
+    assert_eq!(
+        answer, "locked",
+        "Curator with other credentials was refused"
+    );
+    let answer = tokio::task::block_in_place(|| curator.ask("unlock", ANSWER));
+    assert_eq!(answer, "unlocked");
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_both_sides_are_served_in_queue_order() {
+    let path = "/curator-real/fifo";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver("waiters_of_both_sides_are_served_in_queue_order", path)
+    }) else {
+        return;
+    };
+    let (first, second) = (client().await, client().await);
+    let held = first.lock(path).unwrap().lock().await.unwrap();
+    let raw = raw(server()).await;
+    // Curator queues second, keylatch's other client third.
+    tokio::task::block_in_place(|| curator.send("lock"));
+    support::wait_children(&raw, path, 2).await;
+    let third = second.lock(path).unwrap();
+    let waiting = tokio::spawn(async move { third.lock().await.unwrap() });
+    support::wait_children(&raw, path, 3).await;
+    held.unlock().await.unwrap();
+    let granted = tokio::task::block_in_place(|| curator.next_line(ANSWER));
+    assert_eq!(granted.as_deref(), Some("locked"));
+    assert!(
+        !waiting.is_finished(),
+        "the third was served before Curator"
+    );
+    let answer = tokio::task::block_in_place(|| curator.ask("unlock", ANSWER));
+    assert_eq!(answer, "unlocked");
+    let guard = tokio::time::timeout(ANSWER, waiting)
+        .await
+        .expect("the third is served after Curator")
+        .unwrap();
+    guard.unlock().await.unwrap();
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_share_reads_and_exclude_writes_both_ways() {
+    let path = "/curator-real/rw";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "read_write_locks_share_reads_and_exclude_writes_both_ways",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let mut ask = |command: &str| tokio::task::block_in_place(|| curator.ask(command, ANSWER));
+    let keylatch = client().await;
+    let rw = keylatch.read_write_lock(path).unwrap();
+    // A Curator reader: keylatch reads beside it, cannot write.
+    assert_eq!(ask("read"), "read");
+    let reading = rw
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("reads share");
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    assert_eq!(
+        ask("try-write 300"),
+        "timeout",
+        "Curator wrote beside readers"
+    );
+    assert_eq!(ask("unread"), "unread");
+    reading.unlock().await.unwrap();
+    // A keylatch writer: Curator can neither read nor write.
+    let writing = rw.write_lock().lock().await.unwrap();
+    assert_eq!(
+        ask("try-read 300"),
+        "timeout",
+        "Curator read beside a keylatch writer"
+    );
+    assert_eq!(
+        ask("try-write 300"),
+        "timeout",
+        "Curator wrote beside a keylatch writer"
+    );
+    writing.unlock().await.unwrap();
+    // A Curator writer: keylatch can neither read nor write.
+    assert_eq!(ask("try-write 10000"), "written");
+    assert!(rw.read_lock().try_lock().await.unwrap().is_none());
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    assert_eq!(ask("unwrite"), "unwritten");
+    let again = rw.write_lock().lock().await.unwrap();
+    again.unlock().await.unwrap();
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphores_maximum_holds_across_curator_and_keylatch_leases() {
+    let path = "/curator-real/semaphore";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "a_semaphores_maximum_holds_across_curator_and_keylatch_leases",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let mut ask = |command: &str| tokio::task::block_in_place(|| curator.ask(command, ANSWER));
+    let keylatch = client().await;
+    let semaphore = keylatch.semaphore(path, 2).unwrap();
+    assert_eq!(ask("sem 2"), "sem");
+    assert_eq!(ask("acquire"), "acquired");
+    let permit = semaphore
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("the second lease");
+    // Two leases held, one a side: neither side gets a third.
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert_eq!(
+        ask("try-acquire 300"),
+        "timeout",
+        "Curator took a third lease"
+    );
+    permit.release().await.unwrap();
+    assert_eq!(ask("try-acquire 10000"), "acquired");
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert_eq!(ask("release"), "released");
+    let permit = semaphore
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("a lease Curator returned");
+    permit.release().await.unwrap();
+    assert_eq!(ask("release"), "released");
+    keylatch.shutdown().await.unwrap();
+}
