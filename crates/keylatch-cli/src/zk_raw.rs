@@ -158,7 +158,7 @@ mod tests {
         assert!(!is_zookeeper(&config("rediss://zk1:6380")));
 
         for (url, reason) in [
-            ("zk+tls://app@zk1:2281", "credentials must be user:password"),
+            ("zk+tls://app:@zk1:2281", "credentials must be user:password or user"),
             ("zk+tls://zk1", "every host needs a port (host:port)"),
             ("zk+tls://zk1:0", "a port is not a number from 1 to 65535"),
         ] {
