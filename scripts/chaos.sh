@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chaos runs of keylatch (crates/keylatch-chaos). Needs root: it creates network namespaces,
+# Chaos runs of keylatch (crates/tools/keylatch-chaos). Needs root: it creates network namespaces,
 # veths, a bridge and nftables rules (all named klc-*, on 10.213.7.0/24 inside its own
 # namespaces only) and removes them at the end. Installs iproute2, nftables and a C compiler
 # from Debian when missing, and ZooKeeper (the zk3 topology) through scripts/setup-zookeeper.sh.

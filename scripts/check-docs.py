@@ -12,7 +12,7 @@ code, so that the docs drift less. Standard library only; needs no build.
   flag of one of the two programs, of a script under scripts/ (read from their `case`
   patterns), or of a tool in OTHER_FLAGS.
 - Exit codes: every "exit N" / "exits N" / "exit code N" / "exits with N" in the docs is a
-  code the programs use: an `EX_*` constant of crates/keylatch-cli/src/failure.rs, a code
+  code the programs use: an `EX_*` constant of crates/tools/keylatch-cli/src/failure.rs, a code
   `run` passes through or takes from a signal (OTHER_CODES), or a literal
   `ExitCode::from(N)` of keylatch-chaos.
 
@@ -94,12 +94,12 @@ def script_flags(root):
 def exit_codes(root):
     """code → where it comes from, for every code the programs use."""
     codes = {}
-    failure = read(os.path.join(root, "crates/keylatch-cli/src/failure.rs"))
+    failure = read(os.path.join(root, "crates/tools/keylatch-cli/src/failure.rs"))
     for name, value in re.findall(r"pub const (EX_[A-Z_]+): u8 = (\d+);", failure):
         codes[int(value)] = name
     if not codes:
-        sys.exit("check-docs: no EX_* constant found in crates/keylatch-cli/src/failure.rs")
-    for path in rust_files(os.path.join(root, "crates/keylatch-chaos")):
+        sys.exit("check-docs: no EX_* constant found in crates/tools/keylatch-cli/src/failure.rs")
+    for path in rust_files(os.path.join(root, "crates/tools/keylatch-chaos")):
         for value in re.findall(r"ExitCode::from\((\d+)\)", read(path)):
             codes.setdefault(int(value), "keylatch-chaos")
     for value in OTHER_CODES:
@@ -110,7 +110,7 @@ def exit_codes(root):
 def workspace_crates(root):
     manifest = read(os.path.join(root, "Cargo.toml"))
     members = re.search(r"members\s*=\s*\[(.*?)\]", manifest, re.S)
-    return {m.split("/", 1)[1] for m in re.findall(r'"([^"]+)"', members.group(1))
+    return {m[len("crates/"):] for m in re.findall(r'"([^"]+)"', members.group(1))
             if m.startswith("crates/")}
 
 
@@ -135,14 +135,14 @@ def check(root):
 
     # The crate list.
     members = workspace_crates(root)
-    block = re.search(r"## Workspace\s*```text\n(.*?)```", readme, re.S)
+    block = re.search(r"## Workspace\n.*?```text\n(.*?)```", readme, re.S)
     if not block:
         failures.append("README.md: no \"## Workspace\" block listing the crates")
     else:
         start = readme[: block.start(1)].count("\n") + 1
         listed = {}
         for i, line in enumerate(block.group(1).splitlines()):
-            m = re.match(r"crates/([\w-]+)", line)
+            m = re.match(r"crates/([\w/-]+)", line)
             if m:
                 listed[m.group(1)] = start + i
         for name, line in sorted(listed.items()):
@@ -160,8 +160,8 @@ def check(root):
             failures.append(f"README.md: {name} is not named in README (Documentation)")
 
     # Flags and exit codes.
-    cli = clap_flags(os.path.join(root, "crates/keylatch-cli"))
-    chaos = clap_flags(os.path.join(root, "crates/keylatch-chaos"))
+    cli = clap_flags(os.path.join(root, "crates/tools/keylatch-cli"))
+    chaos = clap_flags(os.path.join(root, "crates/tools/keylatch-chaos"))
     known = {"keylatch": cli, "keylatch-chaos": chaos}
     alone_ok = cli | chaos | script_flags(root) | OTHER_FLAGS
     codes = exit_codes(root)

@@ -9,7 +9,7 @@
 # there and javac runs.
 #
 # It starts no server: tests start their own throwaway servers and ensembles (see
-# crates/keylatch-testkit/src/zookeeper.rs). If the package starts a system
+# crates/tools/keylatch-testkit/src/zookeeper.rs). If the package starts a system
 # zookeeper service, that is left alone and nothing relies on it.
 set -euo pipefail
 
@@ -44,7 +44,7 @@ zookeeper_available() {
 
 # Apache Curator's recipes (Debian's libcurator-recipes-java, 5.4) and a JDK: the
 # interoperability tests compile a small Java driver with javac at test time and run it
-# against keylatch (crates/keylatch-testkit/src/curator.rs).
+# against keylatch (crates/tools/keylatch-testkit/src/curator.rs).
 CURATOR_JAR="/usr/share/java/curator-recipes.jar"
 
 packages=()

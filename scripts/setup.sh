@@ -13,7 +13,7 @@
 #               one with KEYLATCH_TEST_SERVER=$PWD/.servers/<name>/<x>-server.
 #
 # It does not start Redis: tests start their own throwaway servers (see
-# crates/keylatch-testkit). If the Debian package starts a system redis
+# crates/tools/keylatch-testkit). If the Debian package starts a system redis
 # service on 6379, that is left alone and nothing relies on it.
 set -euo pipefail
 

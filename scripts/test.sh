@@ -176,7 +176,7 @@ package_name() {
     awk -F'"' '/^\[/ { in_pkg = ($0 == "[package]") } in_pkg && /^name *=/ { print $2; exit }' "$1"
 }
 examples=()
-for dir in crates/*/ */; do
+for dir in crates/*/*/ */; do
     dir="${dir%/}"
     if [ ! -f "$dir/Cargo.toml" ] || [ ! -d "$dir/examples" ]; then
         continue

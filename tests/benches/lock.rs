@@ -147,10 +147,10 @@ async fn main() {
     let after = command_counts(&mut raw).await;
     // The same scripts keylatch runs, sent raw: separates the library's cost from the scripts'.
     let acquire = redis::Script::new(include_str!(
-        "../../crates/keylatch-reentrant/src/lua/acquire.lua"
+        "../../crates/redis/keylatch-reentrant/src/lua/acquire.lua"
     ));
     let release = redis::Script::new(include_str!(
-        "../../crates/keylatch-reentrant/src/lua/release.lua"
+        "../../crates/redis/keylatch-reentrant/src/lua/release.lua"
     ));
     let own_rate = {
         let start = Instant::now();

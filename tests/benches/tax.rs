@@ -101,10 +101,10 @@ async fn main() {
     let raw_client = redis::Client::open(server.url()).unwrap();
     let raw = raw_client.get_multiplexed_async_connection().await.unwrap();
     let acquire = Arc::new(redis::Script::new(include_str!(
-        "../../crates/keylatch-reentrant/src/lua/acquire.lua"
+        "../../crates/redis/keylatch-reentrant/src/lua/acquire.lua"
     )));
     let release = Arc::new(redis::Script::new(include_str!(
-        "../../crates/keylatch-reentrant/src/lua/release.lua"
+        "../../crates/redis/keylatch-reentrant/src/lua/release.lua"
     )));
 
     {

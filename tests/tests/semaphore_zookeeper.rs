@@ -11,7 +11,7 @@ use keylatch::{Client, DistributedLock, Error, Semaphore};
 use keylatch_tests::{eventually, unique};
 
 #[allow(dead_code)]
-#[path = "../../crates/keylatch-zookeeper/tests/support/curator.rs"]
+#[path = "../../crates/zookeeper/keylatch-zookeeper/tests/support/curator.rs"]
 mod curator;
 
 async fn zk_client() -> Client {

@@ -561,18 +561,18 @@ impl Worker for RawWorker {
 
 static KEYLATCH_ACQUIRE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(include_str!(
-        "../../../crates/keylatch-reentrant/src/lua/acquire.lua"
+        "../../../crates/redis/keylatch-reentrant/src/lua/acquire.lua"
     ))
 });
 static KEYLATCH_RELEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(include_str!(
-        "../../../crates/keylatch-reentrant/src/lua/release.lua"
+        "../../../crates/redis/keylatch-reentrant/src/lua/release.lua"
     ))
 });
 const RAW_OWNER: &str = "raw-owner:1";
 
 /// keylatch's reentrant-lock scripts with the arguments the library sends (see
-/// crates/keylatch-reentrant/src/lock.rs), so the library's own share can be told apart.
+/// crates/redis/keylatch-reentrant/src/lock.rs), so the library's own share can be told apart.
 struct RawKeylatchWorker {
     conn: redis::aio::MultiplexedConnection,
     key: String,
