@@ -16,7 +16,9 @@
 //!   `_c_<uuid>-lock-<sequence>` per acquisition under the lock's path, the lowest sequence
 //!   holds, each waiter watches only its predecessor (FIFO, no herd); reentrancy is local to
 //!   the client (a count per owner; the last release deletes the node), or refused with
-//!   `AlreadyHeld` by a [`non_reentrant`](ZkMutex::non_reentrant) handle.
+//!   `AlreadyHeld` by a [`non_reentrant`](ZkMutex::non_reentrant) handle. Holds of a
+//!   [`revocable`](ZkMutex::revocable) handle learn a revoke request (Curator's `Revoker`, or
+//!   [`ZkMutex::revoke_holder`]) through `lost()`, with `LossReason::Revoked`.
 //! - [`ZkSemaphore`]: Curator's `InterProcessSemaphoreV2` — a lease node per permit under
 //!   `leases/`, a mutex under `locks/` held while a lease is taken; permits are [`ZkPermit`]s
 //!   (or guards through [`ZkSemaphore::as_lock`]).
@@ -79,6 +81,7 @@ mod inspect;
 mod mutex;
 mod node;
 mod path;
+mod revoke;
 mod rwlock;
 mod semaphore;
 mod session;

@@ -5,7 +5,9 @@
 //! keylatch's read-write locks share reads and exclude writes both ways; a semaphore's
 //! maximum holds across Curator's and keylatch's leases; a Curator client with other
 //! credentials takes a lock a keylatch client with credentials created (Curator's default ACL
-//! on both sides).
+//! on both sides); revocation both ways (Curator's `Revoker` on a revocable keylatch holder,
+//! whose `lost()` completes with `LossReason::Revoked`; keylatch's `revoke_holder` on a
+//! Curator mutex made revocable, whose listener releases).
 //! The model of Curator in `support/curator.rs`
 //! (tests/curator.rs) covers what the driver does not reach yet.
 //!
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use keylatch_core::DistributedLock;
+use keylatch_core::{DistributedLock, LossReason};
 use keylatch_testkit::{CuratorDriver, curator_unavailable};
 use keylatch_zookeeper::ZkClient;
 use support::{children, client, raw, server, url};
@@ -283,5 +285,77 @@ async fn a_semaphores_maximum_holds_across_curator_and_keylatch_leases() {
         .expect("a lease Curator returned");
     permit.release().await.unwrap();
     assert_eq!(ask("release"), "released");
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curators_revoker_asks_a_revocable_keylatch_holder_to_let_go() {
+    let path = "/curator-real/revoke-keylatch";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "curators_revoker_asks_a_revocable_keylatch_holder_to_let_go",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let mut ask = |command: &str| tokio::task::block_in_place(|| curator.ask(command, ANSWER));
+    let keylatch = client().await;
+    // A holder that did not make its lock revocable ignores the request, as in Curator.
+    let plain = keylatch.lock(path).unwrap().lock().await.unwrap();
+    assert!(ask("revoke").starts_with("revoke-sent "));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!plain.is_lost(), "a holder that is not revocable was revoked");
+    plain.unlock().await.unwrap();
+    // A revocable holder learns it through lost(), with its own reason.
+    let lock = keylatch.lock(path).unwrap().revocable();
+    let guard = lock.lock().await.unwrap();
+    let raw = raw(server()).await;
+    let mine = children(&raw, path).await;
+    assert_eq!(ask("try 300"), "timeout");
+    assert_eq!(ask("revoke"), format!("revoke-sent {path}/{}", mine[0]));
+    tokio::time::timeout(ANSWER, guard.lost())
+        .await
+        .expect("the revocable holder is told of Curator's revoke request");
+    assert_eq!(guard.loss_reason(), Some(LossReason::Revoked));
+    // Cooperative: the lock passes on only once the holder releases.
+    assert_eq!(ask("try 300"), "timeout", "the lock passed on before release");
+    guard.unlock().await.unwrap();
+    assert_eq!(ask("try 10000"), "locked");
+    assert_eq!(ask("unlock"), "unlocked");
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keylatch_revokes_a_revocable_curator_holder() {
+    let path = "/curator-real/revoke-curator";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver("keylatch_revokes_a_revocable_curator_holder", path)
+    }) else {
+        return;
+    };
+    let line = |curator: &mut CuratorDriver| {
+        tokio::task::block_in_place(|| curator.next_line(ANSWER)).unwrap_or_default()
+    };
+    tokio::task::block_in_place(|| curator.send("revocable"));
+    assert_eq!(line(&mut curator), "revocable-locked");
+    let keylatch = client().await;
+    let lock = keylatch.lock(path).unwrap();
+    assert!(lock.try_lock().await.unwrap().is_none());
+    let raw = raw(server()).await;
+    let holder = children(&raw, path).await;
+    let asked = lock.revoke_holder().await.unwrap();
+    assert_eq!(asked.as_deref(), Some(holder[0].as_str()));
+    // Curator's listener is called and its holder releases; keylatch then gets the lock.
+    assert_eq!(line(&mut curator), "revocable-revoked");
+    assert_eq!(line(&mut curator), "revocable-unlocked");
+    let guard = tokio::time::timeout(ANSWER, lock.lock())
+        .await
+        .expect("keylatch gets the lock Curator let go")
+        .unwrap();
+    assert!(lock.revoke_holder().await.unwrap().is_some());
+    assert!(!guard.is_lost(), "a keylatch holder that is not revocable");
+    guard.unlock().await.unwrap();
+    assert_eq!(lock.revoke_holder().await.unwrap(), None);
     keylatch.shutdown().await.unwrap();
 }
