@@ -21,7 +21,8 @@
 //!   [`ZkMutex::revoke_holder`]) through `lost()`, with `LossReason::Revoked`.
 //! - [`ZkSemaphore`]: Curator's `InterProcessSemaphoreV2` — a lease node per permit under
 //!   `leases/`, a mutex under `locks/` held while a lease is taken; permits are [`ZkPermit`]s
-//!   (or guards through [`ZkSemaphore::as_lock`]).
+//!   (or guards through [`ZkSemaphore::as_lock`]). The maximum may come from a Curator
+//!   `SharedCount` node ([`ZkSemaphore::with_shared_count`]), followed as it changes.
 //! - [`ZkReadWriteLock`]: Curator's `InterProcessReadWriteLock` — `__READ__` and `__WRIT__`
 //!   nodes in one directory; a writer waits for every earlier node, a reader for earlier
 //!   writers; a write holder may also read (downgrade), a reader may not write (refused).
@@ -85,6 +86,7 @@ mod revoke;
 mod rwlock;
 mod semaphore;
 mod session;
+mod shared_count;
 mod tls;
 mod url;
 mod watch;
@@ -96,5 +98,6 @@ pub use mutex::ZkMutex;
 pub use node::NodeGone;
 pub use rwlock::{ZkReadWriteLock, ZkRwSide};
 pub use semaphore::{ZkPermit, ZkSemaphore, ZkSemaphoreLock};
+pub use shared_count::BadSharedCount;
 pub use url::{UrlError, ZkUrl, is_zookeeper_url};
 pub use watch::DisconnectLoss;

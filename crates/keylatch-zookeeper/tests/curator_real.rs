@@ -7,7 +7,9 @@
 //! credentials takes a lock a keylatch client with credentials created (Curator's default ACL
 //! on both sides); revocation both ways (Curator's `Revoker` on a revocable keylatch holder,
 //! whose `lost()` completes with `LossReason::Revoked`; keylatch's `revoke_holder` on a
-//! Curator mutex made revocable, whose listener releases).
+//! Curator mutex made revocable, whose listener releases); a semaphore's maximum read from
+//! Curator's `SharedCount` and followed as it changes, beside Curator's semaphore on the same
+//! count, and a count node keylatch seeded read by Curator.
 //! The model of Curator in `support/curator.rs`
 //! (tests/curator.rs) covers what the driver does not reach yet.
 //!
@@ -357,5 +359,78 @@ async fn keylatch_revokes_a_revocable_curator_holder() {
     assert!(!guard.is_lost(), "a keylatch holder that is not revocable");
     guard.unlock().await.unwrap();
     assert_eq!(lock.revoke_holder().await.unwrap(), None);
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphores_maximum_follows_curators_shared_count() {
+    let path = "/curator-real/shared-count/semaphore";
+    let count = "/curator-real/shared-count/count";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver("a_semaphores_maximum_follows_curators_shared_count", path)
+    }) else {
+        return;
+    };
+    let mut ask = |command: &str| tokio::task::block_in_place(|| curator.ask(command, ANSWER));
+    // Curator's SharedCount writes the count; keylatch's fixed maximum (5) is only the seed.
+    assert_eq!(ask(&format!("count {count} 1")), "count 1");
+    let keylatch = client().await;
+    let semaphore = keylatch
+        .semaphore(path, 5)
+        .unwrap()
+        .with_shared_count(count)
+        .unwrap();
+    assert_eq!(semaphore.current_max_leases().await.unwrap(), 1);
+    let first = semaphore.try_acquire().await.unwrap().expect("one lease");
+    assert!(
+        semaphore.try_acquire().await.unwrap().is_none(),
+        "a second lease beyond Curator's count of 1"
+    );
+    // A waiter is granted a lease when Curator raises the count, without any release.
+    let waiting = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire().await.unwrap() })
+    };
+    let raw = raw(server()).await;
+    support::wait_children(&raw, &format!("{path}/leases"), 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "granted before the count rose");
+    assert_eq!(ask("set-count 2"), "count 2");
+    let second = tokio::time::timeout(ANSWER, waiting)
+        .await
+        .expect("the waiter is granted once the count is 2")
+        .unwrap();
+    // Curator's semaphore on the same count: two leases held, none for it until it is 3.
+    assert_eq!(ask("sem-count"), "sem");
+    assert_eq!(ask("try-acquire 300"), "timeout", "Curator took a third lease");
+    assert_eq!(ask("set-count 3"), "count 3");
+    assert_eq!(ask("try-acquire 10000"), "acquired");
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert_eq!(ask("release"), "released");
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_count_keylatch_creates_is_read_by_curator() {
+    let path = "/curator-real/shared-count-seed/semaphore";
+    let count = "/curator-real/shared-count-seed/count";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver("a_shared_count_keylatch_creates_is_read_by_curator", path)
+    }) else {
+        return;
+    };
+    let keylatch = client().await;
+    let semaphore = keylatch
+        .semaphore(path, 2)
+        .unwrap()
+        .with_shared_count(count)
+        .unwrap();
+    let permit = semaphore.acquire().await.unwrap();
+    // keylatch seeded the missing node with its maximum, in Curator's format.
+    let answer = tokio::task::block_in_place(|| curator.ask(&format!("count {count} 9"), ANSWER));
+    assert_eq!(answer, "count 2");
+    permit.release().await.unwrap();
     keylatch.shutdown().await.unwrap();
 }
