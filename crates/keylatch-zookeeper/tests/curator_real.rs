@@ -9,9 +9,13 @@
 //! whose `lost()` completes with `LossReason::Revoked`; keylatch's `revoke_holder` on a
 //! Curator mutex made revocable, whose listener releases); a semaphore's maximum read from
 //! Curator's `SharedCount` and followed as it changes, beside Curator's semaphore on the same
-//! count, and a count node keylatch seeded read by Curator.
-//! The model of Curator in `support/curator.rs`
-//! (tests/curator.rs) covers what the driver does not reach yet.
+//! count, and a count node keylatch seeded read by Curator; a killed holder on each side
+//! (the Curator JVM killed holding the lock: keylatch is granted once its session expires; a
+//! keylatch holder that never releases: Curator is granted once its session closes);
+//! Curator's read-lock downgrade as keylatch's read-write lock sees it (by Curator's version:
+//! CURATOR-621 changed it in 5.5); wake-up latency both ways (printed, not asserted).
+//! The model of Curator in `support/curator.rs` (tests/curator.rs) covers cases the driver
+//! does not reach.
 //!
 //! Order is asserted on what each side reported, never on times; bounds are correctness
 //! bounds. Skipped, with a line "<test>: skipped: <reason>", where Curator cannot run.
@@ -432,5 +436,202 @@ async fn a_shared_count_keylatch_creates_is_read_by_curator() {
     let answer = tokio::task::block_in_place(|| curator.ask(&format!("count {count} 9"), ANSWER));
     assert_eq!(answer, "count 2");
     permit.release().await.unwrap();
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_curator_holder_passes_the_lock_to_keylatch_when_its_session_ends() {
+    let test = "a_killed_curator_holder_passes_the_lock_to_keylatch_when_its_session_ends";
+    let path = "/curator-real/killed-curator";
+    let Some(mut curator) = tokio::task::block_in_place(|| driver(test, path)) else {
+        return;
+    };
+    assert_eq!(
+        tokio::task::block_in_place(|| curator.ask("lock", ANSWER)),
+        "locked"
+    );
+    let keylatch = client().await;
+    let lock = keylatch.lock(path).unwrap();
+    let waiting = tokio::spawn(async move { lock.lock().await.unwrap() });
+    let raw = raw(server()).await;
+    support::wait_children(&raw, path, 2).await;
+    // The JVM dies holding the lock: its node stays until the server expires its session
+    // (10 s), and keylatch waits until then.
+    tokio::task::block_in_place(|| curator.kill());
+    let killed = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !waiting.is_finished(),
+        "granted before the killed holder's session ended"
+    );
+    assert_eq!(children(&raw, path).await.len(), 2, "the killed holder's node");
+    let guard = tokio::time::timeout(ANSWER, waiting)
+        .await
+        .expect("keylatch is granted once the killed holder's session ends")
+        .unwrap();
+    eprintln!(
+        "{test}: keylatch granted {:?} after the Curator holder was killed (its session timeout: 10 s)",
+        killed.elapsed()
+    );
+    assert_eq!(children(&raw, path).await.len(), 1);
+    guard.unlock().await.unwrap();
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keylatch_holder_whose_session_closes_passes_the_lock_to_curator() {
+    let path = "/curator-real/closed-keylatch";
+    let Some(mut curator) = tokio::task::block_in_place(|| {
+        driver(
+            "a_keylatch_holder_whose_session_closes_passes_the_lock_to_curator",
+            path,
+        )
+    }) else {
+        return;
+    };
+    let holder = client().await;
+    // The holder never releases (as a process that dies); only its session's end frees it.
+    holder.lock(path).unwrap().lock().await.unwrap().forget();
+    tokio::task::block_in_place(|| curator.send("lock"));
+    let raw = raw(server()).await;
+    support::wait_children(&raw, path, 2).await;
+    let early = tokio::task::block_in_place(|| curator.next_line(Duration::from_millis(500)));
+    assert_eq!(early, None, "Curator was granted a lock keylatch holds");
+    holder.shutdown().await.unwrap();
+    let granted = tokio::task::block_in_place(|| curator.next_line(ANSWER));
+    assert_eq!(granted.as_deref(), Some("locked"));
+    assert_eq!(
+        tokio::task::block_in_place(|| curator.ask("unlock", ANSWER)),
+        "unlocked"
+    );
+}
+
+/// Curator's version, as its driver reads it from the recipes jar: (major, minor).
+fn curator_version(curator: &mut CuratorDriver) -> (u32, u32) {
+    let answer = tokio::task::block_in_place(|| curator.ask("version", ANSWER));
+    let version = answer.strip_prefix("version ").unwrap_or_default();
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor),
+        _ => panic!("Curator's version: {answer:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curators_read_lock_downgrade_as_keylatch_sees_it() {
+    let test = "curators_read_lock_downgrade_as_keylatch_sees_it";
+    let path = "/curator-real/downgrade";
+    let Some(mut curator) = tokio::task::block_in_place(|| driver(test, path)) else {
+        return;
+    };
+    let version = curator_version(&mut curator);
+    let mut ask = |command: &str| tokio::task::block_in_place(|| curator.ask(command, ANSWER));
+    let keylatch = client().await;
+    let rw = keylatch.read_write_lock(path).unwrap();
+    // Curator's writer takes its read lock and releases the write lock: it holds a read.
+    assert_eq!(ask("write"), "written");
+    assert_eq!(ask("read"), "read");
+    assert_eq!(ask("unwrite"), "unwritten");
+    let reading = rw
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("keylatch reads beside Curator's downgraded read");
+    assert!(
+        rw.write_lock().try_lock().await.unwrap().is_none(),
+        "keylatch wrote beside Curator's downgraded read"
+    );
+    reading.unlock().await.unwrap();
+    assert_eq!(ask("unread"), "unread");
+    // A keylatch writer queued behind Curator's writer while it downgrades.
+    assert_eq!(ask("write"), "written");
+    let writer = rw.write_lock();
+    let waiting = tokio::spawn(async move { writer.lock().await.unwrap() });
+    let raw = raw(server()).await;
+    support::wait_children(&raw, path, 2).await;
+    assert_eq!(ask("read"), "read");
+    assert_eq!(ask("unwrite"), "unwritten");
+    let nodes = children(&raw, path).await;
+    if version >= (5, 5) {
+        // CURATOR-621 (5.5): the read node carries the write node's sequence, so it sorts
+        // before the queued writer, which waits for the read to end.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            !waiting.is_finished(),
+            "keylatch's writer beside Curator's read ({nodes:?})"
+        );
+        assert_eq!(ask("unread"), "unread");
+        let guard = tokio::time::timeout(ANSWER, waiting).await.unwrap().unwrap();
+        guard.unlock().await.unwrap();
+    } else {
+        // Curator before 5.5: the read node is a new sequential node, after the queued
+        // writer, so the writer is granted while Curator still holds its read (CURATOR-621).
+        let guard = tokio::time::timeout(ANSWER, waiting)
+            .await
+            .expect("Curator before 5.5: the queued writer passes the downgraded read")
+            .unwrap();
+        eprintln!(
+            "{test}: Curator {}.{}: keylatch's queued writer was granted while Curator held its downgraded read (CURATOR-621): {nodes:?}",
+            version.0, version.1
+        );
+        guard.unlock().await.unwrap();
+        assert_eq!(ask("unread"), "unread");
+    }
+    keylatch.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wake_up_latency_both_ways() {
+    let test = "wake_up_latency_both_ways";
+    let path = "/curator-real/latency";
+    let Some(mut curator) = tokio::task::block_in_place(|| driver(test, path)) else {
+        return;
+    };
+    let keylatch = client().await;
+    let lock = keylatch.lock(path).unwrap();
+    let raw = raw(server()).await;
+    let (mut to_keylatch, mut to_curator) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        // Curator releases, keylatch's waiter wakes.
+        assert_eq!(
+            tokio::task::block_in_place(|| curator.ask("lock", ANSWER)),
+            "locked"
+        );
+        let waiter = lock.clone();
+        let waiting = tokio::spawn(async move {
+            let guard = waiter.lock().await.unwrap();
+            (std::time::Instant::now(), guard)
+        });
+        support::wait_children(&raw, path, 2).await;
+        let released = std::time::Instant::now();
+        tokio::task::block_in_place(|| curator.send("unlock"));
+        let (granted, guard) = tokio::time::timeout(ANSWER, waiting).await.unwrap().unwrap();
+        assert_eq!(
+            tokio::task::block_in_place(|| curator.next_line(ANSWER)).as_deref(),
+            Some("unlocked")
+        );
+        assert!(granted > released, "keylatch woke before Curator released");
+        to_keylatch.push(granted - released);
+        // keylatch releases, Curator's waiter wakes.
+        tokio::task::block_in_place(|| curator.send("lock"));
+        support::wait_children(&raw, path, 2).await;
+        let released = std::time::Instant::now();
+        guard.unlock().await.unwrap();
+        let answer = tokio::task::block_in_place(|| curator.next_line(ANSWER));
+        let granted = std::time::Instant::now();
+        assert_eq!(answer.as_deref(), Some("locked"));
+        to_curator.push(granted - released);
+        assert_eq!(
+            tokio::task::block_in_place(|| curator.ask("unlock", ANSWER)),
+            "unlocked"
+        );
+    }
+    to_keylatch.sort();
+    to_curator.sort();
+    eprintln!(
+        "{test}: Curator release -> keylatch grant: median {:?} of {to_keylatch:?}; keylatch release -> Curator grant: median {:?} of {to_curator:?} (the command pipe included)",
+        to_keylatch[1], to_curator[1]
+    );
     keylatch.shutdown().await.unwrap();
 }

@@ -23,6 +23,8 @@
 //   set-count N                     SharedCount.setCount: "count N"
 //   sem-count                       InterProcessSemaphoreV2 whose maximum is the SharedCount
 //                                   (its SharedCountReader constructor): "sem"
+//   version                         Curator's version, from the recipes jar's pom.properties:
+//                                   "version 5.4.0" ("version unknown" without it)
 //   quit                            "bye", then exits
 // A failure is answered "error <message>". "ready" is printed once the session is connected.
 // Curator's defaults are kept: the default ACL provider (OPEN_ACL_UNSAFE), no namespace.
@@ -181,6 +183,16 @@ public final class CuratorDriver {
                         semaphore = new InterProcessSemaphoreV2(client, path, count);
                         System.out.println("sem");
                         break;
+                    case "version": {
+                        java.util.Properties pom = new java.util.Properties();
+                        java.io.InputStream stream = InterProcessMutex.class.getResourceAsStream(
+                            "/META-INF/maven/org.apache.curator/curator-recipes/pom.properties");
+                        if (stream != null) {
+                            pom.load(stream);
+                        }
+                        System.out.println("version " + pom.getProperty("version", "unknown"));
+                        break;
+                    }
                     case "quit":
                         System.out.println("bye");
                         System.out.flush();
