@@ -311,7 +311,10 @@ async fn curators_revoker_asks_a_revocable_keylatch_holder_to_let_go() {
     let plain = keylatch.lock(path).unwrap().lock().await.unwrap();
     assert!(ask("revoke").starts_with("revoke-sent "));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!plain.is_lost(), "a holder that is not revocable was revoked");
+    assert!(
+        !plain.is_lost(),
+        "a holder that is not revocable was revoked"
+    );
     plain.unlock().await.unwrap();
     // A revocable holder learns it through lost(), with its own reason.
     let lock = keylatch.lock(path).unwrap().revocable();
@@ -325,7 +328,11 @@ async fn curators_revoker_asks_a_revocable_keylatch_holder_to_let_go() {
         .expect("the revocable holder is told of Curator's revoke request");
     assert_eq!(guard.loss_reason(), Some(LossReason::Revoked));
     // Cooperative: the lock passes on only once the holder releases.
-    assert_eq!(ask("try 300"), "timeout", "the lock passed on before release");
+    assert_eq!(
+        ask("try 300"),
+        "timeout",
+        "the lock passed on before release"
+    );
     guard.unlock().await.unwrap();
     assert_eq!(ask("try 10000"), "locked");
     assert_eq!(ask("unlock"), "unlocked");
@@ -335,9 +342,9 @@ async fn curators_revoker_asks_a_revocable_keylatch_holder_to_let_go() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keylatch_revokes_a_revocable_curator_holder() {
     let path = "/curator-real/revoke-curator";
-    let Some(mut curator) = tokio::task::block_in_place(|| {
-        driver("keylatch_revokes_a_revocable_curator_holder", path)
-    }) else {
+    let Some(mut curator) =
+        tokio::task::block_in_place(|| driver("keylatch_revokes_a_revocable_curator_holder", path))
+    else {
         return;
     };
     let line = |curator: &mut CuratorDriver| {
@@ -406,7 +413,11 @@ async fn a_semaphores_maximum_follows_curators_shared_count() {
         .unwrap();
     // Curator's semaphore on the same count: two leases held, none for it until it is 3.
     assert_eq!(ask("sem-count"), "sem");
-    assert_eq!(ask("try-acquire 300"), "timeout", "Curator took a third lease");
+    assert_eq!(
+        ask("try-acquire 300"),
+        "timeout",
+        "Curator took a third lease"
+    );
     assert_eq!(ask("set-count 3"), "count 3");
     assert_eq!(ask("try-acquire 10000"), "acquired");
     assert!(semaphore.try_acquire().await.unwrap().is_none());
@@ -464,7 +475,11 @@ async fn a_killed_curator_holder_passes_the_lock_to_keylatch_when_its_session_en
         !waiting.is_finished(),
         "granted before the killed holder's session ended"
     );
-    assert_eq!(children(&raw, path).await.len(), 2, "the killed holder's node");
+    assert_eq!(
+        children(&raw, path).await.len(),
+        2,
+        "the killed holder's node"
+    );
     let guard = tokio::time::timeout(ANSWER, waiting)
         .await
         .expect("keylatch is granted once the killed holder's session ends")
@@ -562,7 +577,10 @@ async fn curators_read_lock_downgrade_as_keylatch_sees_it() {
             "keylatch's writer beside Curator's read ({nodes:?})"
         );
         assert_eq!(ask("unread"), "unread");
-        let guard = tokio::time::timeout(ANSWER, waiting).await.unwrap().unwrap();
+        let guard = tokio::time::timeout(ANSWER, waiting)
+            .await
+            .unwrap()
+            .unwrap();
         guard.unlock().await.unwrap();
     } else {
         // Curator before 5.5: the read node is a new sequential node, after the queued
@@ -606,7 +624,10 @@ async fn wake_up_latency_both_ways() {
         support::wait_children(&raw, path, 2).await;
         let released = std::time::Instant::now();
         tokio::task::block_in_place(|| curator.send("unlock"));
-        let (granted, guard) = tokio::time::timeout(ANSWER, waiting).await.unwrap().unwrap();
+        let (granted, guard) = tokio::time::timeout(ANSWER, waiting)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             tokio::task::block_in_place(|| curator.next_line(ANSWER)).as_deref(),
             Some("unlocked")
