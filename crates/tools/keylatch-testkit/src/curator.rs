@@ -1,8 +1,8 @@
 //! The real Apache Curator, for interoperability tests: [`CuratorDriver`] runs a small Java
 //! program (`curator/CuratorDriver.java`, compiled with `javac` once per test process) that
-//! drives Curator's own `InterProcessMutex`, `InterProcessReadWriteLock` and
-//! `InterProcessSemaphoreV2` on a path, one command a line (the commands are listed at the top
-//! of the Java file).
+//! drives Curator's own `InterProcessMutex` (also made revocable, and `Revoker`),
+//! `InterProcessReadWriteLock`, `InterProcessSemaphoreV2` and `SharedCount` on a path, one
+//! command a line (the commands are listed at the top of the Java file).
 //!
 //! Curator comes from Debian's `libcurator-recipes-java` (5.4; `./scripts/setup-zookeeper.sh`
 //! installs it with a JDK): `/usr/share/java/curator-recipes.jar`, whose manifest names the

@@ -16,10 +16,13 @@
 //!   `_c_<uuid>-lock-<sequence>` per acquisition under the lock's path, the lowest sequence
 //!   holds, each waiter watches only its predecessor (FIFO, no herd); reentrancy is local to
 //!   the client (a count per owner; the last release deletes the node), or refused with
-//!   `AlreadyHeld` by a [`non_reentrant`](ZkMutex::non_reentrant) handle.
+//!   `AlreadyHeld` by a [`non_reentrant`](ZkMutex::non_reentrant) handle. Holds of a
+//!   [`revocable`](ZkMutex::revocable) handle learn a revoke request (Curator's `Revoker`, or
+//!   [`ZkMutex::revoke_holder`]) through `lost()`, with `LossReason::Revoked`.
 //! - [`ZkSemaphore`]: Curator's `InterProcessSemaphoreV2` — a lease node per permit under
 //!   `leases/`, a mutex under `locks/` held while a lease is taken; permits are [`ZkPermit`]s
-//!   (or guards through [`ZkSemaphore::as_lock`]).
+//!   (or guards through [`ZkSemaphore::as_lock`]). The maximum may come from a Curator
+//!   `SharedCount` node ([`ZkSemaphore::with_shared_count`]), followed as it changes.
 //! - [`ZkReadWriteLock`]: Curator's `InterProcessReadWriteLock` — `__READ__` and `__WRIT__`
 //!   nodes in one directory; a writer waits for every earlier node, a reader for earlier
 //!   writers; a write holder may also read (downgrade), a reader may not write (refused).
@@ -79,9 +82,11 @@ mod inspect;
 mod mutex;
 mod node;
 mod path;
+mod revoke;
 mod rwlock;
 mod semaphore;
 mod session;
+mod shared_count;
 mod tls;
 mod url;
 mod watch;
@@ -93,5 +98,6 @@ pub use mutex::ZkMutex;
 pub use node::NodeGone;
 pub use rwlock::{ZkReadWriteLock, ZkRwSide};
 pub use semaphore::{ZkPermit, ZkSemaphore, ZkSemaphoreLock};
+pub use shared_count::BadSharedCount;
 pub use url::{UrlError, ZkUrl, is_zookeeper_url};
 pub use watch::DisconnectLoss;

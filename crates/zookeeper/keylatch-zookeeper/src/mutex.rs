@@ -2,7 +2,7 @@
 //! path, the lowest sequence holds, each waiter watches its predecessor only; reentrancy is
 //! local (a count per client and owner); the fencing token is the node's creation zxid.
 //!
-//! May import: keylatch-core, `session`, `node`, `holds`.
+//! May import: keylatch-core, `session`, `node`, `holds`, `revoke`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use keylatch_core::{AcquireOptions, DistributedLock, Error, LockGuard, Owner, Re
 
 use crate::holds::{hold_new, reenter};
 use crate::node::{children, contend};
+use crate::revoke::{attempt_revoke, watch_revocation};
 use crate::session::Shared;
 
 /// Curator's lock name for a mutex's nodes (`InterProcessMutex.LOCK_NAME`).
@@ -40,6 +41,13 @@ pub(crate) fn lease_unsupported(primitive: &'static str, options: &AcquireOption
 /// one is given ([`with_owner`](ZkMutex::with_owner)); an owner that already holds the lock
 /// through this client re-enters it without a request (only its last release deletes the node).
 /// A [`non_reentrant`](ZkMutex::non_reentrant) handle refuses that re-entry instead.
+///
+/// **Revocation** (Curator's `makeRevocable` and `Revoker`): the holds of a
+/// [`revocable`](ZkMutex::revocable) handle watch their node, and a revoke request (Curator's
+/// `Revoker.attemptRevoke`, or keylatch's [`revoke_holder`](ZkMutex::revoke_holder) /
+/// [`revoke`](ZkMutex::revoke)) completes the guard's `lost()` with
+/// [`LossReason::Revoked`](keylatch_core::LossReason::Revoked). Revocation is cooperative, as
+/// in Curator: the node stays, and the lock passes on, only once the guard is released.
 #[derive(Clone)]
 pub struct ZkMutex {
     shared: Arc<Shared>,
@@ -47,6 +55,7 @@ pub struct ZkMutex {
     path: Arc<str>,
     owner: Option<Owner>,
     reentrant: bool,
+    revocable: bool,
 }
 
 impl fmt::Debug for ZkMutex {
@@ -56,6 +65,7 @@ impl fmt::Debug for ZkMutex {
             .field("path", &self.path)
             .field("owner", &self.owner)
             .field("reentrant", &self.reentrant)
+            .field("revocable", &self.revocable)
             .finish()
     }
 }
@@ -68,6 +78,7 @@ impl ZkMutex {
             path: Arc::from(path),
             owner: None,
             reentrant: true,
+            revocable: false,
         }
     }
 
@@ -86,6 +97,58 @@ impl ZkMutex {
     /// [`Error::AlreadyHeld`]).
     pub fn is_reentrant(&self) -> bool {
         self.reentrant
+    }
+
+    /// The same lock, its holds revocable (Curator's `InterProcessMutex.makeRevocable`): each
+    /// hold this handle acquires watches its node's data, and when another client writes the
+    /// revoke marker there (`__REVOKE__`: Curator's `Revoker.attemptRevoke`, or
+    /// [`revoke`](ZkMutex::revoke)), the guard's `lost()` completes with
+    /// [`LossReason::Revoked`](keylatch_core::LossReason::Revoked). A request that came while
+    /// the acquisition waited is seen once it holds. The hold stays until the guard is
+    /// released: release it when `lost()` completes. A re-entry shares the first hold's watch.
+    pub fn revocable(&self) -> ZkMutex {
+        ZkMutex {
+            revocable: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this handle's holds are revocable ([`revocable`](ZkMutex::revocable)).
+    pub fn is_revocable(&self) -> bool {
+        self.revocable
+    }
+
+    /// Asks the holder of the lock to let go (Curator's `Revoker.attemptRevoke` on the first
+    /// node in the queue): the node's name, or `None` when no one holds the lock. Only a
+    /// revocable holder (a Curator `InterProcessMutex` made revocable, or a keylatch
+    /// [`revocable`](ZkMutex::revocable) handle) reacts; revocation is cooperative.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn revoke_holder(&self) -> Result<Option<String>> {
+        let nodes = children(&self.shared, &self.path, &[LOCK_NAME]).await?;
+        for node in nodes {
+            if self.revoke(&node).await? {
+                return Ok(Some(node));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Asks the holder (or waiter) of the node `node` under the lock's path (a name from
+    /// [`ZkClient::contenders`](crate::ZkClient::contenders), Curator's
+    /// `getParticipantNodes`) to let go: sets its data to the revoke marker. `false` when the
+    /// node is gone.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for a name that is not a node of this lock; store errors.
+    pub async fn revoke(&self, node: &str) -> Result<bool> {
+        if node.is_empty() || node.contains('/') || !node.contains(LOCK_NAME) {
+            return Err(Error::InvalidName {
+                reason: "not the name of a node of this lock",
+            });
+        }
+        attempt_revoke(&self.shared, &format!("{}/{node}", self.path)).await
     }
 
     /// The same lock, acquiring for `owner`: re-enters the holds it already has.
@@ -156,7 +219,8 @@ impl DistributedLock for ZkMutex {
         };
         undo.disarm();
         acquisition.finish("acquired");
-        Ok(Some(hold_new(
+        let node_path = self.revocable.then(|| node.path.clone());
+        let guard = hold_new(
             &self.shared,
             self.path.clone(),
             self.name.clone(),
@@ -164,7 +228,11 @@ impl DistributedLock for ZkMutex {
             node.path,
             node.token,
             node.epoch,
-        )))
+        );
+        if let Some(node) = node_path {
+            watch_revocation(&self.shared, self.path.clone(), owner, node);
+        }
+        Ok(Some(guard))
     }
 
     /// Whether any node is under the lock path.

@@ -1,9 +1,11 @@
 //! The semaphore, Curator's `InterProcessSemaphoreV2`: under the semaphore's path, a mutex in
 //! `locks/` is held while a lease is taken, and each permit is an ephemeral-sequential node in
 //! `leases/`; a lease is held once at most `max_leases` nodes are there. A crashed holder's
-//! permits end with its session.
+//! permits end with its session. The maximum is fixed, or read from a Curator `SharedCount`
+//! node (`shared_count`).
 //!
-//! May import: keylatch-core, zookeeper-client, `session`, `node`, `holds`, `mutex`.
+//! May import: keylatch-core, zookeeper-client, `session`, `node`, `holds`, `mutex`, `path`,
+//! `shared_count`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,7 +19,9 @@ use tokio::time::Instant;
 use crate::holds::hold_new;
 use crate::mutex::{LOCK_NAME, lease_unsupported, predecessor};
 use crate::node::{NodeGone, Waited, children, contend, create, sequence};
+use crate::path::lock_path;
 use crate::session::Shared;
+use crate::shared_count::read_and_watch;
 
 /// Curator's lease node name (`InterProcessSemaphoreV2`).
 pub(crate) const LEASE_NAME: &str = "lease-";
@@ -26,7 +30,10 @@ pub(crate) const LEASE_NAME: &str = "lease-";
 /// `max_leases` permits are held at once, across every client using the same path and the
 /// same maximum (the maximum is a convention of its users, as in Curator).
 ///
-/// Made by [`ZkClient::semaphore`](crate::ZkClient::semaphore).
+/// Made by [`ZkClient::semaphore`](crate::ZkClient::semaphore). With
+/// [`with_shared_count`](ZkSemaphore::with_shared_count), the maximum is read from a Curator
+/// `SharedCount` node instead, and followed as it changes (`InterProcessSemaphoreV2`'s
+/// `SharedCountReader` constructor).
 #[derive(Clone)]
 pub struct ZkSemaphore {
     shared: Arc<Shared>,
@@ -35,6 +42,7 @@ pub struct ZkSemaphore {
     leases: Arc<str>,
     locks: Arc<str>,
     max_leases: u32,
+    count: Option<Arc<str>>,
 }
 
 impl fmt::Debug for ZkSemaphore {
@@ -43,6 +51,7 @@ impl fmt::Debug for ZkSemaphore {
             .field("name", &self.name)
             .field("path", &self.path)
             .field("max_leases", &self.max_leases)
+            .field("count", &self.count)
             .finish()
     }
 }
@@ -142,7 +151,52 @@ impl ZkSemaphore {
             locks: Arc::from(format!("{path}/locks")),
             path: Arc::from(path),
             max_leases,
+            count: None,
         })
+    }
+
+    /// The same semaphore, its maximum read from the Curator `SharedCount` node `name` (named
+    /// as [`ZkClient::lock`](crate::ZkClient::lock)'s: a path when it starts with `/`): the
+    /// node's data is the count, a 4-byte big-endian integer, as Curator's `SharedCount`
+    /// writes it. A lease is held while at most that many lease nodes exist, checked again
+    /// whenever the count changes (a waiter is granted a lease as soon as the count rises
+    /// above the leases held). A count that falls below the leases held takes none back, as
+    /// in Curator. A missing node is created with this semaphore's `max_leases` as the seed,
+    /// as a Curator `SharedCount(client, path, seed)` does when started.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for a name that is no valid znode path. Acquisitions fail with
+    /// [`BadSharedCount`](crate::BadSharedCount) as the source of [`Error::Store`] when the
+    /// node's data is not a count.
+    pub fn with_shared_count(&self, name: &str) -> Result<ZkSemaphore> {
+        let path = lock_path(&self.shared.base, name)?;
+        Ok(ZkSemaphore {
+            count: Some(Arc::from(path)),
+            ..self.clone()
+        })
+    }
+
+    /// The shared count node the maximum is read from, if any.
+    pub fn shared_count_path(&self) -> Option<&str> {
+        self.count.as_deref()
+    }
+
+    /// The maximum now: the shared count's value, or the fixed maximum.
+    ///
+    /// # Errors
+    /// As [`with_shared_count`](ZkSemaphore::with_shared_count)'s acquisitions; store errors.
+    pub async fn current_max_leases(&self) -> Result<i64> {
+        Ok(self.maximum().await?.0)
+    }
+
+    /// The maximum now, and a watch on the shared count when there is one.
+    async fn maximum(&self) -> Result<(i64, Option<zookeeper_client::OneshotWatcher>)> {
+        let Some(count) = &self.count else {
+            return Ok((i64::from(self.max_leases), None));
+        };
+        let seed = i32::try_from(self.max_leases).unwrap_or(i32::MAX);
+        let (value, watcher) = read_and_watch(&self.shared, count, seed).await?;
+        Ok((i64::from(value), Some(watcher)))
     }
 
     /// The semaphore's znode.
@@ -150,7 +204,9 @@ impl ZkSemaphore {
         &self.path
     }
 
-    /// The maximum number of permits held at once.
+    /// The maximum number of permits held at once (with a shared count: the seed of a count
+    /// node created by this semaphore; see
+    /// [`current_max_leases`](ZkSemaphore::current_max_leases)).
     pub fn max_leases(&self) -> u32 {
         self.max_leases
     }
@@ -278,9 +334,16 @@ impl ZkSemaphore {
                 self.leases
             )))));
         }
-        if nodes.len() <= self.max_leases as usize {
+        let (max, count_watcher) = self.maximum().await?;
+        if i64::try_from(nodes.len()).unwrap_or(i64::MAX) <= max {
             return Ok(None);
         }
+        let count_changed = async {
+            match count_watcher {
+                Some(watcher) => drop(watcher.changed().await),
+                None => std::future::pending().await,
+            }
+        };
         let timer = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -289,6 +352,7 @@ impl ZkSemaphore {
         };
         tokio::select! {
             _event = watcher.changed() => Ok(Some(Waited::Changed)),
+            () = count_changed => Ok(Some(Waited::Changed)),
             () = timer => Ok(Some(Waited::TimedOut)),
             () = self.shared.background.closing() => Err(Error::Closed),
         }
@@ -334,7 +398,8 @@ impl DistributedLock for ZkSemaphoreLock {
 
     /// Whether every permit is taken.
     async fn is_locked(&self) -> Result<bool> {
-        Ok(self.semaphore.held().await? >= self.semaphore.max_leases as usize)
+        let max = self.semaphore.current_max_leases().await?;
+        Ok(i64::try_from(self.semaphore.held().await?).unwrap_or(i64::MAX) >= max)
     }
 
     /// Unsupported: permits have no single holder to evict.

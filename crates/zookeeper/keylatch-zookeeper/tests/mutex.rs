@@ -287,3 +287,43 @@ async fn an_unreachable_server_is_a_connect_error_without_the_password() {
     assert!(!shown.contains("S3cret"), "{shown}");
     assert!(shown.contains("app:***@"), "{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_request_sent_while_waiting_is_seen_once_held() {
+    let (first, second) = (client().await, client().await);
+    let lock = first.lock("revoke-waiting").unwrap();
+    let held = lock.lock().await.unwrap();
+    let revocable = second.lock("revoke-waiting").unwrap().revocable();
+    assert!(revocable.is_revocable());
+    let waiting = tokio::spawn(async move { revocable.lock().await.unwrap() });
+    let raw = raw(server()).await;
+    wait_children(&raw, lock.path(), 2).await;
+    let mut nodes = children(&raw, lock.path()).await;
+    nodes.sort_by_key(|n| n[n.len() - 10..].to_owned());
+    // The waiter's node is asked; the holder, not revocable, is not told.
+    assert!(lock.revoke(&nodes[1]).await.unwrap());
+    assert!(matches!(
+        lock.revoke("../other").await,
+        Err(Error::InvalidName { .. })
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!held.is_lost());
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), guard.lost())
+        .await
+        .expect("the request written while it waited is seen once it holds");
+    assert_eq!(
+        guard.loss_reason(),
+        Some(keylatch_core::LossReason::Revoked)
+    );
+    // Still held until released: the lock is not free.
+    assert!(lock.try_lock().await.unwrap().is_none());
+    guard.unlock().await.unwrap();
+    assert!(!lock.revoke(&nodes[1]).await.unwrap(), "the node is gone");
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}

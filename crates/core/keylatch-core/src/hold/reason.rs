@@ -19,6 +19,10 @@ use std::time::Duration;
 ///     LossReason::ServerRestarted.to_string(),
 ///     "the server restarted and lost it"
 /// );
+/// assert_eq!(
+///     LossReason::Revoked.to_string(),
+///     "another client asked for it (revoked)"
+/// );
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -56,6 +60,11 @@ pub enum LossReason {
         /// How long the client had been disconnected (zero: lost on disconnection).
         for_: Duration,
     },
+    /// Another client asked the holder to let go (ZooKeeper: Curator's revocation, a
+    /// `Revoker.attemptRevoke` on the node of a lock made revocable). Unlike the other
+    /// reasons, the store still has the hold: it passes on once the guard is released, so
+    /// release it, as for every loss.
+    Revoked,
 }
 
 impl fmt::Display for LossReason {
@@ -80,6 +89,7 @@ impl fmt::Display for LossReason {
             LossReason::Disconnected { for_ } => {
                 write!(f, "disconnected for {for_:.1?}")
             }
+            LossReason::Revoked => f.write_str("another client asked for it (revoked)"),
         }
     }
 }

@@ -205,6 +205,21 @@ impl WatchdogRegistry {
         holds.get(lookup(&(key, field))).map_or(0, |e| e.guards)
     }
 
+    /// Marks the hold (`key`, `field`) lost for `reason` while it stays registered: its
+    /// guards' `lost()` completes, and their release runs as usual when they are unlocked or
+    /// dropped. For a store whose server still has the hold but asks this client to let go
+    /// ([`LossReason::Revoked`]). Returns whether such a hold was registered.
+    pub fn mark_lost(&self, key: &str, field: &str, reason: LossReason) -> bool {
+        let holds = self.shared.holds.lock().expect("watchdog lock");
+        match holds.get_key_value(lookup(&(key, field))) {
+            Some((hold, _)) => {
+                hold.mark_lost(reason);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Marks background work (a release or an undo) on the hold `key` as under way until the
     /// returned handle drops. [`settled`](WatchdogRegistry::settled) waits for it.
     pub fn begin_pending(&self, key: &HoldKey) -> PendingWork {

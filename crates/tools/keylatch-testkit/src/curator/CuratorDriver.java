@@ -12,6 +12,19 @@
 //   sem MAX                         InterProcessSemaphoreV2 with MAX leases: "sem"
 //   acquire / try-acquire MILLIS / release  one lease (release: the latest): "acquired",
 //                                   "timeout", "released"
+//   revocable                       on a thread of its own: an InterProcessMutex made revocable
+//                                   (makeRevocable) whose listener lets the thread release:
+//                                   "revocable-locked" once held, then, when a revoke request
+//                                   comes, "revocable-revoked" and "revocable-unlocked"
+//   revoke                          Revoker.attemptRevoke on the first of the mutex's
+//                                   participant nodes: "revoke-sent NODE" or "revoke-none"
+//   count COUNT_PATH SEED           a SharedCount on COUNT_PATH (seeded with SEED if new),
+//                                   started: "count N" (its value)
+//   set-count N                     SharedCount.setCount: "count N"
+//   sem-count                       InterProcessSemaphoreV2 whose maximum is the SharedCount
+//                                   (its SharedCountReader constructor): "sem"
+//   version                         Curator's version, from the recipes jar's pom.properties:
+//                                   "version 5.4.0" ("version unknown" without it)
 //   quit                            "bye", then exits
 // A failure is answered "error <message>". "ready" is printed once the session is connected.
 // Curator's defaults are kept: the default ACL provider (OPEN_ACL_UNSAFE), no namespace.
@@ -25,6 +38,10 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.framework.recipes.shared.SharedCount;
+import java.util.Collection;
+import java.util.concurrent.CountDownLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
@@ -51,6 +68,7 @@ public final class CuratorDriver {
         InterProcessReadWriteLock rw = null;
         InterProcessSemaphoreV2 semaphore = null;
         Deque<Lease> leases = new ArrayDeque<>();
+        SharedCount count = null;
         System.out.println("ready");
         System.out.flush();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
@@ -121,6 +139,60 @@ public final class CuratorDriver {
                         semaphore.returnLease(leases.pop());
                         System.out.println("released");
                         break;
+                    case "revocable": {
+                        final InterProcessMutex revocable = new InterProcessMutex(client, path);
+                        final CountDownLatch asked = new CountDownLatch(1);
+                        revocable.makeRevocable(lock -> asked.countDown());
+                        Thread holder = new Thread(() -> {
+                            try {
+                                revocable.acquire();
+                                say("revocable-locked");
+                                asked.await();
+                                say("revocable-revoked");
+                                revocable.release();
+                                say("revocable-unlocked");
+                            } catch (Exception e) {
+                                say("error " + e);
+                            }
+                        });
+                        holder.setDaemon(true);
+                        holder.start();
+                        break;
+                    }
+                    case "revoke": {
+                        Collection<String> nodes = new InterProcessMutex(client, path).getParticipantNodes();
+                        if (nodes.isEmpty()) {
+                            System.out.println("revoke-none");
+                        } else {
+                            String node = nodes.iterator().next();
+                            Revoker.attemptRevoke(client, node);
+                            System.out.println("revoke-sent " + node);
+                        }
+                        break;
+                    }
+                    case "count":
+                        count = new SharedCount(client, words[1], Integer.parseInt(words[2]));
+                        count.start();
+                        System.out.println("count " + count.getCount());
+                        break;
+                    case "set-count":
+                        count.setCount(Integer.parseInt(words[1]));
+                        System.out.println("count " + words[1]);
+                        break;
+                    case "sem-count":
+                        semaphore = new InterProcessSemaphoreV2(client, path, count);
+                        System.out.println("sem");
+                        break;
+                    case "version": {
+                        java.util.Properties pom = new java.util.Properties();
+                        java.io.InputStream stream = InterProcessMutex.class.getResourceAsStream(
+                            "/META-INF/maven/org.apache.curator/curator-recipes/pom.properties");
+                        if (stream != null) {
+                            pom.load(stream);
+                        }
+                        System.out.println("version " + pom.getProperty("version", "unknown"));
+                        break;
+                    }
                     case "quit":
                         System.out.println("bye");
                         System.out.flush();
@@ -133,8 +205,17 @@ public final class CuratorDriver {
             } catch (Exception e) {
                 System.out.println("error " + e);
             }
-            System.out.flush();
+            synchronized (System.out) {
+                System.out.flush();
+            }
         }
         client.close();
+    }
+
+    private static void say(String line) {
+        synchronized (System.out) {
+            System.out.println(line);
+            System.out.flush();
+        }
     }
 }
