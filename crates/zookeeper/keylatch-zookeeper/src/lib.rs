@@ -82,6 +82,7 @@ mod inspect;
 mod mutex;
 mod node;
 mod path;
+mod renewal;
 mod revoke;
 mod rwlock;
 mod semaphore;
