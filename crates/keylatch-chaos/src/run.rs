@@ -36,8 +36,10 @@ pub struct Plan {
     pub nemesis: FaultSet,
     /// How many worker processes.
     pub workers: usize,
-    /// The lease of each acquisition.
+    /// The fixed lease of each acquisition, or the watchdog timeout.
     pub lease_ms: u64,
+    /// A fixed lease, or the watchdog.
+    pub mode: crate::history::HoldMode,
     /// The longest hold.
     pub max_hold_ms: u64,
     /// The semaphore's permits (the `semaphore` workload).
@@ -78,6 +80,8 @@ pub struct Collected {
     pub history: Vec<Event>,
     /// The register's accepted writes, in order.
     pub register_log: Vec<(u64, String)>,
+    /// The unfenced counter's final value.
+    pub counter: u64,
     /// When the workload started (history time).
     pub origin: u64,
 }
@@ -245,6 +249,7 @@ pub async fn run(
             format!("--seed={}", plan.seed),
             format!("--deadline-ns={deadline}"),
             format!("--lease-ms={}", plan.lease_ms),
+            format!("--mode={}", plan.mode),
             format!("--max-hold-ms={}", plan.max_hold_ms),
         ]
         .into();
@@ -478,7 +483,15 @@ pub async fn run(
         &["dump-register", "--url", &oracle.url()],
     )
     .await?;
-    let register_log: Vec<(u64, String)> = serde_json::from_str(dump.trim())
+    #[derive(serde::Deserialize)]
+    struct Dump {
+        log: Vec<(u64, String)>,
+        counter: u64,
+    }
+    let Dump {
+        log: register_log,
+        counter,
+    } = serde_json::from_str(dump.trim())
         .map_err(|e| HarnessError::Io(format!("the register's log: {e}")))?;
     for server in servers.iter_mut().chain(&mut sentinels) {
         server.kill(cleanup).await;
@@ -489,6 +502,7 @@ pub async fn run(
     Ok(Collected {
         history,
         register_log,
+        counter,
         origin,
     })
 }
