@@ -180,18 +180,19 @@ impl Operation {
     }
 }
 
-/// Pairs each process's invokes with their completions (a process runs one operation at a
-/// time). An invoke followed by another invoke of the same process stays incomplete.
+/// Pairs each process's invokes with their completions (a process runs one operation of a
+/// kind at a time; an update spans the fenced write of its hold). An invoke followed by
+/// another invoke of the same process and kind stays incomplete.
 fn operations(history: &[Event]) -> Vec<Operation> {
     let mut ops: Vec<Operation> = Vec::new();
-    let mut open: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut open: BTreeMap<(&str, u8), usize> = BTreeMap::new();
     for e in history
         .iter()
         .filter(|e| e.process != NEMESIS && e.op != Op::Lost)
     {
         match e.kind {
             Kind::Invoke => {
-                open.insert(&e.process, ops.len());
+                open.insert((&e.process, e.op as u8), ops.len());
                 ops.push(Operation {
                     process: e.process.clone(),
                     op: e.op,
@@ -209,7 +210,7 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                 });
             }
             kind => {
-                if let Some(i) = open.remove(e.process.as_str()) {
+                if let Some(i) = open.remove(&(e.process.as_str(), e.op as u8)) {
                     let o = &mut ops[i];
                     if o.op == e.op {
                         o.done = Some((kind, e.time));

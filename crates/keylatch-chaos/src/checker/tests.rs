@@ -229,7 +229,9 @@ fn lost_updates_show_as_duplicate_values_or_a_short_counter() {
     update(&mut h, "c1", 2, 3, 1);
     release(&mut h, "c1", 10, 11, Kind::Ok);
     acquire(&mut h, "c2", 20, 21, 2, 10_000);
-    update(&mut h, "c2", 22, 23, 2);
+    update(&mut h, "c2", 22, 26, 2);
+    // A fenced write inside the update, as the worker does (the checker sorts by time).
+    write(&mut h, "c2", 24, 25, 2, Kind::Ok);
     release(&mut h, "c2", 30, 31, Kind::Ok);
     let r = check_with(&h, None, Some(2), Bounds::default());
     assert!(r.violations.is_empty(), "{:?}", r.violations);
