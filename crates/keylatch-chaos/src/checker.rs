@@ -123,9 +123,12 @@ pub struct Report {
 }
 
 impl Report {
-    /// The violation with the shortest window, if any.
+    /// The violation with the shortest window, if any; one of the linearizability search's
+    /// only when nothing else shows (its window says less: where the search got stuck).
     pub fn shortest(&self) -> Option<&Violation> {
-        self.violations.iter().min_by_key(|v| v.to - v.from)
+        self.violations
+            .iter()
+            .min_by_key(|v| (v.kind == ViolationKind::NotLinearizable, v.to - v.from))
     }
 
     /// Violations counted by kind.

@@ -78,15 +78,17 @@ impl Seen {
     }
 
     /// Where a watchdog hold of `process` from `start` that saw its loss at `lost` ends, if
-    /// the nemesis stopped the process in between and it wrote no unfenced update from the
-    /// stop to the loss: the stop.
-    fn stopped_before(&self, process: &str, start: u64, lost: u64) -> Option<u64> {
+    /// the nemesis stopped the process in between for at least the watchdog timeout
+    /// (`timeout`) and it wrote no unfenced update from the stop to the loss: the stop. (The
+    /// loss may be recorded before the nemesis records its heal: the worker runs again as soon
+    /// as it is continued.)
+    fn stopped_before(&self, process: &str, start: u64, lost: u64, timeout: u64) -> Option<u64> {
         let (stop, _) = self
             .paused
             .get(process)?
             .iter()
             .copied()
-            .find(|&(stop, cont)| stop >= start && cont <= lost)?;
+            .find(|&(stop, cont)| stop >= start && stop < lost && cont - stop >= timeout)?;
         let wrote = self
             .updates
             .get(process)
@@ -145,7 +147,8 @@ pub(super) fn holds(ops: &[Operation], seen: &Seen, end_of_run: u64) -> Vec<Hold
             && let Some(lost) = seen.lost_between(&o.process, start, end)
         {
             end = lost;
-            if let Some(stop) = seen.stopped_before(&o.process, start, lost) {
+            let timeout = o.watchdog_ms.unwrap_or(0) * 1_000_000;
+            if let Some(stop) = seen.stopped_before(&o.process, start, lost, timeout) {
                 end = stop;
                 cut_at_pause = true;
             }
