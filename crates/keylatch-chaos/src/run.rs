@@ -178,6 +178,9 @@ pub async fn run(
         // Every server first: each serves only once a quorum runs.
         servers = zookeeper::ensemble(std::mem::take(&mut server_nodes), &dir)?;
         for s in &mut servers {
+            // The JVM reads the wall clock through libc's clock_gettime, which the shift
+            // library replaces (System.currentTimeMillis() follows a shift, measured).
+            s.env = env_for(&s.node.name)?;
             s.spawn(cleanup)?;
         }
         for s in &servers {
