@@ -217,6 +217,12 @@ enum Command {
         #[arg(long)]
         wait: bool,
     },
+    /// Print a redis server's wall clock (TIME), in Unix milliseconds.
+    #[command(hide = true)]
+    ServerTime {
+        #[arg(long)]
+        url: String,
+    },
     /// Print the register's log.
     #[command(hide = true)]
     DumpRegister {
@@ -296,6 +302,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Probe { url }) => helper(worker::probe(&url, Duration::from_secs(10))),
         Some(Command::DumpRegister { url }) => helper(worker::dump_register(&url)),
+        Some(Command::ServerTime { url }) => helper(worker::server_time(&url)),
         Some(Command::FormCluster { nodes }) => helper(async move {
             cluster::form(&nodes.split(',').map(str::to_owned).collect::<Vec<_>>()).await
         }),

@@ -95,6 +95,35 @@ struct Worker {
     reader: tokio::task::JoinHandle<()>,
 }
 
+/// The probe that a SIGSTOP took effect: `pid` is stopped within 1 s, else the harness fails
+/// (exit 2): a fault that did not reach its target must not count as injected.
+async fn verify_stopped(pid: i32, name: &str) -> Result<(), HarnessError> {
+    if crate::signals::stopped_within(pid, Duration::from_secs(1)).await {
+        Ok(())
+    } else {
+        Err(HarnessError::Command(format!(
+            "the pause did not take effect: {name} (pid {pid}) is not stopped"
+        )))
+    }
+}
+
+/// How far `server`'s wall clock is off the host's, in ms, read with TIME from namespace `ns`.
+async fn clock_offset_ms(
+    server: &Redis,
+    ns: &str,
+    me: &std::path::Path,
+) -> Result<i64, HarnessError> {
+    let out = helper(ns, me, &["server-time", "--url", &server.url()]).await?;
+    let theirs: i64 = out
+        .trim()
+        .parse()
+        .map_err(|_| HarnessError::Io(format!("server-time: {out:?}")))?;
+    let ours = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    Ok(theirs - ours)
+}
+
 /// Runs `plan`, reporting progress with `say`.
 ///
 /// # Errors
@@ -374,6 +403,10 @@ pub async fn run(
                 for &i in &hit {
                     procs::signal(servers[i].pid, Signal::SIGSTOP);
                 }
+                for &i in &hit {
+                    verify_stopped(servers[i].pid, &servers[i].node.name).await?;
+                }
+                record(Kind::Info, "verified: stopped (/proc state T)".to_owned());
                 tokio::time::sleep(hold).await;
                 for &i in &hit {
                     procs::signal(servers[i].pid, Signal::SIGCONT);
@@ -411,6 +444,27 @@ pub async fn run(
                 for process in &processes {
                     clocks.set(process, step.clock_ms)?;
                 }
+                // A redis-server's own clock is read back with TIME; a JVM's and a worker's
+                // are not probed (the history says so).
+                let mut notes = Vec::new();
+                for process in &processes {
+                    let server = servers.iter().find(|s| &s.node.name == process && !zk);
+                    match server {
+                        Some(s) => {
+                            let off = clock_offset_ms(s, &oracle.node.ns, &me).await?;
+                            if (off - step.clock_ms).abs() > 1_000 {
+                                return Err(HarnessError::Command(format!(
+                                    "the clock jump did not take effect: {process} is {off:+} ms \
+                                     off the host, {:+} ms asked",
+                                    step.clock_ms
+                                )));
+                            }
+                            notes.push(format!("{process} {off:+} ms (TIME)"));
+                        }
+                        None => notes.push(format!("{process} not probed")),
+                    }
+                }
+                record(Kind::Info, format!("verified: {}", notes.join(", ")));
                 tokio::time::sleep(hold).await;
                 for process in &processes {
                     clocks.set(process, 0)?;
@@ -440,6 +494,9 @@ pub async fn run(
                 );
                 for w in &targets {
                     procs::signal(w.pid, Signal::SIGSTOP);
+                }
+                for w in &targets {
+                    verify_stopped(w.pid, &w.node.name).await?;
                 }
                 tokio::time::sleep(hold).await;
                 for w in &targets {

@@ -379,6 +379,27 @@ pub async fn probe(url: &str, timeout: Duration) -> Result<(), String> {
     }
 }
 
+/// Prints the wall clock of the redis server at `url` (its TIME), in Unix milliseconds.
+///
+/// # Errors
+/// A bad URL, or no answer within 2 s.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn server_time(url: &str) -> Result<(), String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let work = async {
+        let mut c = client.get_multiplexed_async_connection().await?;
+        redis::cmd("TIME").query_async::<(u64, u64)>(&mut c).await
+    };
+    let (secs, micros) = tokio::time::timeout(ORACLE_TIMEOUT, work)
+        .await
+        .map_err(|_| "the server did not answer".to_owned())?
+        .map_err(|e| e.to_string())?;
+    println!("{}", secs * 1000 + micros / 1000);
+    Ok(())
+}
+
 /// Prints the register's log and the counter as `{"log": [[token, write id], …], "counter": n}`.
 ///
 /// # Errors
