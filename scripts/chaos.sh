@@ -9,8 +9,8 @@
 #             each safe topology under every fault (single-aof-everysec, redlock5,
 #             sentinel-ack, cluster-ack, and zk3, a three-node ZooKeeper ensemble; each fails on
 #             any violation, lost updates included), and single (no persistence) under kills
-#             for 90 seconds (fails unless the checker finds a double holder AND lost updates
-#             in the unfenced counter); prints each part's time
+#             for 90 seconds in lease mode (fails unless the checker finds a double holder AND
+#             lost updates in the unfenced counter); prints each part's time
 #   --debug   a debug build instead of --release
 #   ARGS      passed to keylatch-chaos, e.g. -- --seed 7 --minutes 3 --topology single-aof
 #   cleanup   (as ARGS) removes what an interrupted run left behind
@@ -105,10 +105,13 @@ safe_run cluster-ack --seed 1 --minutes 1.5 --topology cluster-ack
 safe_run zk3 --seed 1 --minutes 1.5 --topology zk3
 
 # The unsafe configuration: a restart without persistence forgets the lock; the damage must
-# show in the unfenced counter, not only as overlapping holds.
-section "single (no persistence), kills, watchdog mode: the checker must find a double holder and lost updates"
+# show in the unfenced counter, not only as overlapping holds. In lease mode, with holds of up
+# to 2.8 s: a holder writes back by its own clock, so a double holder loses updates (measured:
+# 2 in 90 s, seed 4). In watchdog mode the worker's check before the write-back sees most such
+# losses and skips the write (1 lost update in 90 s, 0 with 2.8 s holds), too rare to require.
+section "single (no persistence), kills, lease mode: the checker must find a double holder and lost updates"
 set +e
-"$BIN" --seed 4 --minutes 1.5 --topology single --mode watchdog --nemesis kill --out "$OUT/unsafe.json"
+"$BIN" --seed 4 --minutes 1.5 --topology single --mode lease --max-hold-ms 2800 --nemesis kill --out "$OUT/unsafe.json"
 rc=$?
 set -e
 case "$rc" in
