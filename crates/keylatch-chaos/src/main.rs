@@ -461,7 +461,7 @@ fn harness(args: RunArgs) -> ExitCode {
         .filter(|e| e.process == history::NEMESIS && e.kind == history::Kind::Invoke)
         .count();
     say(format!(
-        "{} acquisitions ({} of unknown outcome, taken as possibly held), {} faults injected",
+        "{} acquisitions acknowledged, {} of unknown outcome (taken as possibly held); {} faults injected",
         report.acquisitions, report.possibly_held, faults
     ));
     say(bounds::damage_lines(&report));
