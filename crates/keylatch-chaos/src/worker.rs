@@ -258,9 +258,10 @@ pub async fn worker(args: WorkerArgs) -> Result<(), String> {
         };
         let hold = rng.u64(0..=args.max_hold_ms);
         let before = rng.u64(0..=hold);
-        let exclusive = choice.mode != Some(Mode::Read);
-        // The unfenced read-modify-write: read now, write back after part of the hold. Read
-        // holds share the lock: they neither update nor write.
+        // Read holds and a semaphore's permits (more than one) share: they make no update
+        // (several at once would lose updates by design) and no fenced write.
+        let exclusive = choice.mode != Some(Mode::Read) && permits.is_none_or(|p| p <= 1);
+        // The unfenced read-modify-write: read now, write back after part of the hold.
         let read = if exclusive {
             emit(&Event::new(&me, now_ns(), Kind::Invoke, Op::Update));
             match register.read_counter().await {
