@@ -44,6 +44,34 @@ pub fn coverage_line(c: &Coverage) -> String {
     )
 }
 
+/// The run's figures of damage: what the unfenced counter lost, what fencing refused, and
+/// what the linearizability check did.
+pub fn damage_lines(r: &checker::Report) -> String {
+    let counter = r
+        .counter
+        .map_or_else(|| "not read".to_owned(), |c| c.to_string());
+    format!(
+        "damage seen: {} lost updates in the unfenced counter ({} updates acknowledged, {} skipped \
+         as the hold was over, final value {counter})\n\
+         damage prevented by fencing: {} stale writes refused by the register ({} of them after \
+         the writer's hold had ended); {} accepted, {} of them after the writer's hold had ended\n\
+         linearizability (Wing-Gong-Lowe): {} objects, {} operations, {} not linearizable, {} \
+         without a verdict (budget); {} watchdog holds cut where the nemesis stopped the holder",
+        r.lost_updates,
+        r.updates,
+        r.updates_skipped,
+        r.writes_refused,
+        r.late_writes_refused,
+        r.writes_accepted,
+        r.late_writes_accepted,
+        r.linearizability.objects,
+        r.linearizability.operations,
+        r.linearizability.not_linearizable,
+        r.linearizability.unknown,
+        r.holds_cut_at_pause,
+    )
+}
+
 /// The `check` subcommand: checks the history at `path` again (without the register's log).
 pub fn check_file(path: &std::path::Path, bounds: &BoundsArgs) -> ExitCode {
     let text = match std::fs::read_to_string(path) {
@@ -67,7 +95,8 @@ pub fn check_file(path: &std::path::Path, bounds: &BoundsArgs) -> ExitCode {
             }
         }
     }
-    let report = checker::check_with(&events, None, bounds.bounds());
+    let report = checker::check_with(&events, None, None, bounds.bounds());
+    say(damage_lines(&report));
     say(coverage_line(&report.liveness));
     let origin = events.iter().map(|e| e.time).min().unwrap_or(0);
     for (kind, n) in report.counts() {

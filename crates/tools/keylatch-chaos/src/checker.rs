@@ -1,13 +1,22 @@
 //! The checker: reads a history (and the register's log) and knows nothing of keylatch.
 //!
-//! - **Mutual exclusion**: a holder's interval runs from the `ok` of its acquire to the
-//!   `invoke` of its release, and never past its lease end: the validity deadline the holder
-//!   recorded with its `ok` (its own estimate, capped at `ok` + lease), or without one the
-//!   acquire's `invoke` + lease (the server started the lease after that). A holder that never
-//!   invoked a release (killed, or the run ended) holds to its lease end or the end of the run.
-//!   Two intervals of different acquisitions that intersect are a violation, unless both are
-//!   reads (acquires that record `mode` read) or they share no name (acquires that record
-//!   `names` take each of them; without, the one lock).
+//! The checker owns its judgement: a hold's end comes from what the worker asked and saw, never
+//! from the library's own idea of its validity.
+//!
+//! - **Hold ends**: a holder's interval runs from the `ok` of its acquire to the first of: the
+//!   `invoke` of its release; for a fixed lease, the acquire's `invoke` + the requested lease
+//!   less the drift the docs state (1 % + 2 ms; the server started the lease after the
+//!   invoke); for a watchdog hold, the moment the worker recorded that it saw the hold lost
+//!   (`lost`). A watchdog holder the nemesis stopped (SIGSTOP) and that, once running again,
+//!   saw the loss before any unfenced update, held until it was stopped: a stopped process
+//!   does nothing. A holder that never invoked a release holds to that end or the end of the
+//!   run. An acquisition of unknown outcome (`info`: a timeout, a reset) may hold from its
+//!   invoke to its lease's end: it is never taken as a holder (nothing observed it), but it
+//!   keeps the lock busy for the liveness checks, and the linearizability check may or may
+//!   not place it.
+//! - **Mutual exclusion**: two intervals of different acquisitions that intersect are a
+//!   violation, unless both are reads (acquires that record `mode` read) or they share no name
+//!   (acquires that record `names` take each of them; without, the one lock).
 //! - **Occupancy** (a semaphore: acquires that record `permits` N above 1): instead of the
 //!   above, more than N intervals at once are a violation.
 //! - **Fencing tokens**: an acquisition that began after another one was acknowledged must get a
@@ -15,18 +24,26 @@
 //! - **Fenced register**: a write accepted after another accepted write was acknowledged must
 //!   carry a greater token (a stale write accepted); every acknowledged write must be in the
 //!   register's final log (a lost write); the log's tokens strictly increase.
+//! - **Unfenced counter** (damage): each exclusive hold reads a plain counter, waits, and
+//!   writes back what it read plus one. Two updates that wrote the same value, or a final
+//!   value below the number of acknowledged updates, are lost updates: the damage a double
+//!   holder does to data no token guards.
+//! - **Linearizability** of each lock's acquires and releases against a mutex (or a
+//!   semaphore, or a read-write lock) model, by Wing–Gong–Lowe search ([`wgl`]).
 //! - **Liveness outside faults**: no lost wake-up, and arrival order for a fifo lock (see
 //!   [`liveness`]).
 
 use std::collections::{BTreeMap, HashSet};
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use crate::history::{Event, Kind, Mode, NEMESIS, Op};
 
 mod holds;
+mod timeline;
+pub use timeline::timeline;
 pub mod liveness;
+pub mod wgl;
 use holds::{holds, occupancy};
 pub use liveness::{Bounds, Coverage};
 
@@ -44,6 +61,10 @@ pub enum ViolationKind {
     StaleWrite,
     /// An acknowledged write is missing from the register.
     LostWrite,
+    /// An unfenced update was overwritten by another holder's (the damage of two holders).
+    LostUpdate,
+    /// No order of the acquires and releases within their windows fits the lock's model.
+    NotLinearizable,
     /// A waiter saw the lock free, outside faults, for longer than the wake bound.
     LostWakeup,
     /// A fifo lock went to a later arrival first.
@@ -76,11 +97,26 @@ pub struct Report {
     pub writes_accepted: usize,
     /// Writes the register refused.
     pub writes_refused: usize,
-    /// Writes invoked after the writer's lease had ended that the register still accepted: no
+    /// Writes invoked after the writer's hold had ended that the register still accepted: no
     /// violation, as no newer token had reached it (the limit of fencing), but worth seeing.
     pub late_writes_accepted: usize,
-    /// Writes invoked after the writer's lease had ended that the register refused.
+    /// Writes invoked after the writer's hold had ended that the register refused: damage
+    /// fencing prevented.
     pub late_writes_refused: usize,
+    /// Unfenced updates acknowledged.
+    pub updates: usize,
+    /// Updates skipped because the worker saw its hold over before the write-back.
+    pub updates_skipped: usize,
+    /// The counter's final value, if read.
+    pub counter: Option<u64>,
+    /// Lost updates: the damage seen in the unfenced counter.
+    pub lost_updates: usize,
+    /// Acquisitions of unknown outcome (possibly held).
+    pub possibly_held: usize,
+    /// Watchdog holds cut where the nemesis stopped the holder (see the module's docs).
+    pub holds_cut_at_pause: usize,
+    /// What the linearizability check did.
+    pub linearizability: wgl::Summary,
     /// What the liveness checks covered.
     pub liveness: Coverage,
     /// Every violation.
@@ -88,9 +124,12 @@ pub struct Report {
 }
 
 impl Report {
-    /// The violation with the shortest window, if any.
+    /// The violation with the shortest window, if any; one of the linearizability search's
+    /// only when nothing else shows (its window says less: where the search got stuck).
     pub fn shortest(&self) -> Option<&Violation> {
-        self.violations.iter().min_by_key(|v| v.to - v.from)
+        self.violations
+            .iter()
+            .min_by_key(|v| (v.kind == ViolationKind::NotLinearizable, v.to - v.from))
     }
 
     /// Violations counted by kind.
@@ -116,8 +155,9 @@ struct Operation {
     done: Option<(Kind, u64)>,
     token: Option<u64>,
     lease_ms: Option<u64>,
+    watchdog_ms: Option<u64>,
+    value: Option<u64>,
     permits: Option<u32>,
-    valid_until: Option<u64>,
     write_id: Option<String>,
     mode: Option<Mode>,
     names: Option<Vec<String>>,
@@ -125,16 +165,15 @@ struct Operation {
 }
 
 impl Operation {
-    /// An acquisition's lease end (see the module's documentation).
+    /// A fixed-lease acquisition's end: its invoke + the lease less the drift the docs state
+    /// (`u64::MAX` for a watchdog hold, which ends at a release or a seen loss).
     fn lease_end(&self) -> u64 {
         let Some(ms) = self.lease_ms else {
             return u64::MAX;
         };
         let lease = ms * 1_000_000;
-        match (self.valid_until, self.done_at()) {
-            (Some(until), Some(ok)) => until.min(ok.saturating_add(lease)),
-            _ => self.invoke.saturating_add(lease),
-        }
+        let drift = lease / 100 + 2_000_000;
+        self.invoke.saturating_add(lease - drift.min(lease))
     }
 
     fn is_ok(&self) -> bool {
@@ -145,15 +184,19 @@ impl Operation {
     }
 }
 
-/// Pairs each process's invokes with their completions (a process runs one operation at a
-/// time). An invoke followed by another invoke of the same process stays incomplete.
+/// Pairs each process's invokes with their completions (a process runs one operation of a
+/// kind at a time; an update spans the fenced write of its hold). An invoke followed by
+/// another invoke of the same process and kind stays incomplete.
 fn operations(history: &[Event]) -> Vec<Operation> {
     let mut ops: Vec<Operation> = Vec::new();
-    let mut open: BTreeMap<&str, usize> = BTreeMap::new();
-    for e in history.iter().filter(|e| e.process != NEMESIS) {
+    let mut open: BTreeMap<(&str, u8), usize> = BTreeMap::new();
+    for e in history
+        .iter()
+        .filter(|e| e.process != NEMESIS && e.op != Op::Lost)
+    {
         match e.kind {
             Kind::Invoke => {
-                open.insert(&e.process, ops.len());
+                open.insert((&e.process, e.op as u8), ops.len());
                 ops.push(Operation {
                     process: e.process.clone(),
                     op: e.op,
@@ -161,8 +204,9 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                     done: None,
                     token: e.token,
                     lease_ms: e.lease_ms,
+                    watchdog_ms: e.watchdog_ms,
+                    value: None,
                     permits: e.permits,
-                    valid_until: None,
                     write_id: e.write_id.clone(),
                     mode: e.mode,
                     names: e.names.clone(),
@@ -170,14 +214,14 @@ fn operations(history: &[Event]) -> Vec<Operation> {
                 });
             }
             kind => {
-                if let Some(i) = open.remove(e.process.as_str()) {
+                if let Some(i) = open.remove(&(e.process.as_str(), e.op as u8)) {
                     let o = &mut ops[i];
                     if o.op == e.op {
                         o.done = Some((kind, e.time));
                         if o.token.is_none() {
                             o.token = e.token;
                         }
-                        o.valid_until = e.valid_until;
+                        o.value = e.value;
                     }
                 }
             }
@@ -201,14 +245,16 @@ fn fmt_token(t: Option<u64>) -> String {
 /// Checks `history` with the default liveness [`Bounds`] (see [`check_with`]).
 #[cfg(test)]
 pub fn check(history: &[Event], register_log: Option<&[(u64, String)]>) -> Report {
-    check_with(history, register_log, Bounds::default())
+    check_with(history, register_log, None, Bounds::default())
 }
 
 /// Checks `history`; `register_log` is the register's accepted writes in order (token, write
-/// id), `None` when it could not be read (the lost-write check is then skipped).
+/// id), `None` when it could not be read (the lost-write check is then skipped); `counter` the
+/// unfenced counter's final value (`None`: only duplicates show lost updates).
 pub fn check_with(
     history: &[Event],
     register_log: Option<&[(u64, String)]>,
+    counter: Option<u64>,
     bounds: Bounds,
 ) -> Report {
     let mut history = history.to_vec();
@@ -218,7 +264,9 @@ pub fn check_with(
     let mut violations = Vec::new();
 
     // Mutual exclusion, or occupancy with more than one permit.
-    let mut hs = holds(&ops, end_of_run);
+    let seen = holds::Seen::from_history(&history);
+    let mut hs = holds(&ops, &seen, end_of_run);
+    let holds_cut_at_pause = hs.iter().filter(|h| h.cut_at_pause).count();
     hs.sort_by_key(|h| h.start);
     let permits = ops
         .iter()
@@ -348,20 +396,64 @@ pub fn check_with(
         }
     }
 
+    // The unfenced counter: the damage.
+    let updates: Vec<&Operation> = ops
+        .iter()
+        .filter(|o| o.op == Op::Update && o.is_ok())
+        .collect();
+    let mut by_value: BTreeMap<u64, Vec<&Operation>> = BTreeMap::new();
+    for u in &updates {
+        by_value.entry(u.value.unwrap_or(0)).or_default().push(u);
+    }
+    let mut duplicates = 0;
+    for (value, us) in by_value.iter().filter(|(_, us)| us.len() > 1) {
+        duplicates += us.len() - 1;
+        violations.push(Violation {
+            kind: ViolationKind::LostUpdate,
+            description: format!(
+                "{} updates wrote the counter's value {value}: each read {}, so {} of them were lost ({})",
+                us.len(),
+                value - 1,
+                us.len() - 1,
+                us.iter()
+                    .map(|u| u.process.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            from: us.iter().map(|u| u.invoke).min().unwrap_or(0),
+            to: us.iter().filter_map(|u| u.done_at()).max().unwrap_or(end_of_run),
+            processes: us.iter().map(|u| u.process.clone()).collect(),
+        });
+    }
+    let short = counter.map_or(0, |c| updates.len().saturating_sub(c as usize));
+    if short > duplicates {
+        violations.push(Violation {
+            kind: ViolationKind::LostUpdate,
+            description: format!(
+                "the counter ends at {} after {} acknowledged updates: {} lost",
+                counter.unwrap_or(0),
+                updates.len(),
+                short
+            ),
+            from: 0,
+            to: end_of_run,
+            processes: Vec::new(),
+        });
+    }
+    let lost_updates = duplicates.max(short);
+
+    let linearizability = wgl::check_holds(&ops, &hs, permits, &mut violations);
+
     let liveness = liveness::check(&history, &ops, end_of_run, bounds, &mut violations);
 
-    // Writes made after the writer's lease ended (a paused holder).
+    // Writes made after the writer's hold ended (a paused holder, a lost hold).
     let (mut late_writes_accepted, mut late_writes_refused) = (0, 0);
-    for (i, w) in ops.iter().enumerate() {
-        if w.op != Op::Write {
-            continue;
-        }
-        let hold = ops[..i]
+    for w in ops.iter().filter(|o| o.op == Op::Write) {
+        let hold = hs
             .iter()
-            .rev()
-            .filter(|o| o.process == w.process)
-            .find(|o| o.op == Op::Acquire);
-        if hold.is_some_and(|a| w.invoke > a.lease_end()) {
+            .filter(|h| h.process == w.process && h.acquire_invoke < w.invoke)
+            .max_by_key(|h| h.acquire_invoke);
+        if hold.is_some_and(|h| w.invoke > h.end) {
             match w.done {
                 Some((Kind::Ok, _)) => late_writes_accepted += 1,
                 Some((Kind::Fail, _)) => late_writes_refused += 1,
@@ -372,6 +464,19 @@ pub fn check_with(
 
     Report {
         liveness,
+        updates: updates.len(),
+        updates_skipped: ops
+            .iter()
+            .filter(|o| o.op == Op::Update && matches!(o.done, Some((Kind::Fail, _))))
+            .count(),
+        counter,
+        lost_updates,
+        possibly_held: ops
+            .iter()
+            .filter(|o| o.op == Op::Acquire && matches!(o.done, Some((Kind::Info, _)) | None))
+            .count(),
+        holds_cut_at_pause,
+        linearizability,
         late_writes_accepted,
         late_writes_refused,
         operations: ops.len(),
@@ -387,45 +492,6 @@ pub fn check_with(
             .count(),
         violations,
     }
-}
-
-/// The violation as a timeline: every event of its processes and of the nemesis from the
-/// window's start to its end, times relative to `origin`.
-pub fn timeline(history: &[Event], v: &Violation, origin: u64) -> String {
-    let mut events: Vec<&Event> = history
-        .iter()
-        .filter(|e| e.time >= v.from && e.time <= v.to)
-        .filter(|e| e.process == NEMESIS || v.processes.contains(&e.process))
-        .collect();
-    events.sort_by_key(|e| e.time);
-    let mut out = format!("counterexample ({:?}): {}\n", v.kind, v.description);
-    for e in events {
-        let secs = e.time.saturating_sub(origin) as f64 / 1e9;
-        let what = format!("{:?}", e.op).to_lowercase();
-        let kind = format!("{:?}", e.kind).to_lowercase();
-        let mut line = format!("  {secs:>10.3}s  {:<8} {:<6} {:<8}", e.process, kind, what);
-        if let Some(t) = e.token {
-            let _ = write!(line, " token={t}");
-        }
-        if let Some(l) = e.lease_ms {
-            let _ = write!(line, " lease={l}ms");
-        }
-        if let Some(m) = e.mode {
-            let _ = write!(line, " {m}");
-        }
-        if let Some(names) = &e.names {
-            let _ = write!(line, " names={}", names.join(","));
-        }
-        if let Some(id) = &e.write_id {
-            let _ = write!(line, " id={id}");
-        }
-        if let Some(d) = &e.detail {
-            let _ = write!(line, " ({d})");
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

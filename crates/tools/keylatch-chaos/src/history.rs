@@ -23,14 +23,39 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
-    /// Acquire the lock (with a fixed lease).
+    /// Acquire the lock (with a fixed lease, or in watchdog mode).
     Acquire,
     /// A fenced write to the register.
     Write,
+    /// An unfenced read-modify-write of the plain counter (`value`: what was written, on
+    /// `ok`): read it, wait, write back what was read plus one.
+    Update,
+    /// The worker saw its hold lost (`ok` only, no `invoke`): a watchdog hold ends here.
+    Lost,
     /// Release the lock.
     Release,
     /// A fault starts (`invoke`) or is healed (`ok`).
     Nemesis,
+}
+
+/// How a worker holds: a fixed lease, or renewed by the watchdog until released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum HoldMode {
+    /// No fixed lease: the watchdog renews the hold (`lock()`, what most users run).
+    #[default]
+    Watchdog,
+    /// A fixed lease of `--lease-ms` on every acquisition, never renewed.
+    Lease,
+}
+
+impl std::fmt::Display for HoldMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HoldMode::Watchdog => "watchdog",
+            HoldMode::Lease => "lease",
+        })
+    }
 }
 
 /// The side of a read-write lock an acquisition takes.
@@ -71,12 +96,16 @@ pub struct Event {
     /// The lock owner of an acquisition (acquire ok).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// Until when the holder's own clock says its hold is valid (acquire ok), history time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub valid_until: Option<u64>,
-    /// The lease asked for (acquire invoke), in milliseconds.
+    /// The fixed lease asked for (acquire invoke of the lease mode), in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
+    /// The watchdog timeout asked for (acquire invoke of the watchdog mode: no fixed lease,
+    /// renewed while held), in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog_ms: Option<u64>,
+    /// The counter's value an update wrote (update ok).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
     /// How many holders may hold at once (acquire invoke of a semaphore; none: one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permits: Option<u32>,
@@ -108,8 +137,9 @@ impl Event {
             op,
             token: None,
             owner: None,
-            valid_until: None,
             lease_ms: None,
+            watchdog_ms: None,
+            value: None,
             permits: None,
             mode: None,
             names: None,

@@ -128,8 +128,9 @@ impl Lock {
         }
     }
 
-    /// Takes what `choice` says within `wait`, held for `lease` (`None`: as long as the
-    /// session lasts, on ZooKeeper, which refuses a fixed lease).
+    /// Takes what `choice` says within `wait`, held for `lease` (`None`: the watchdog mode,
+    /// renewed until released; on ZooKeeper, which refuses a fixed lease, while the session
+    /// lasts).
     ///
     /// # Errors
     /// The primitive's errors.
@@ -185,15 +186,26 @@ impl Guard {
         }
     }
 
-    /// How long the holder's own clock says the hold stays valid.
-    pub fn valid_for(&self) -> Option<Duration> {
+    /// Whether the guard says the hold is lost (its local deadline passed without a renewal,
+    /// or the watchdog found it gone): what a careful user checks before acting on the hold.
+    pub fn is_lost(&self) -> bool {
         let until = match self {
             Guard::One(g) => g.valid_until(),
             Guard::Red(g) => g.valid_until(),
             Guard::Sem(g) => g.valid_until(),
             Guard::Multi(g) => g.valid_until(),
         };
-        until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()))
+        until.is_none_or(|u| u <= tokio::time::Instant::now())
+    }
+
+    /// Completes when the library signals the hold lost (see `LockGuard::lost`).
+    pub fn lost(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        match self {
+            Guard::One(g) => Box::pin(g.lost()),
+            Guard::Red(g) => Box::pin(g.lost()),
+            Guard::Sem(g) => Box::pin(g.lost()),
+            Guard::Multi(g) => Box::pin(g.lost()),
+        }
     }
 
     /// Releases the hold.

@@ -8,6 +8,7 @@
 
 mod bounds;
 mod checker;
+mod cli;
 mod clock;
 mod clockshift;
 mod cluster;
@@ -16,6 +17,8 @@ mod kinds;
 mod locks;
 mod nemesis;
 mod net;
+mod plan;
+mod probes;
 mod procs;
 mod run;
 mod servers;
@@ -26,14 +29,14 @@ mod zookeeper;
 
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use serde_json::json;
 
-use crate::nemesis::FaultSet;
+use crate::cli::{Cli, Command, RunArgs};
+use crate::history::HoldMode;
 use crate::procs::Cleanup;
 
 /// A failure of the harness itself (exit status 2).
@@ -57,172 +60,6 @@ pub enum HarnessError {
 }
 
 pub use crate::kinds::{Topology, Workload};
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "keylatch-chaos",
-    about = "Chaos runs for keylatch: network namespaces, a seeded nemesis, a checked history",
-    subcommand_negates_reqs = true,
-    args_conflicts_with_subcommands = true
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    #[command(flatten)]
-    run: RunArgs,
-}
-
-#[derive(Debug, clap::Args)]
-struct RunArgs {
-    /// Seed of the nemesis's schedule and of the workers' hold times.
-    #[arg(long, required = true)]
-    seed: Option<u64>,
-    /// How long the workload runs, in minutes (fractions allowed).
-    #[arg(long, default_value_t = 1.0)]
-    minutes: f64,
-    /// The servers.
-    #[arg(long, value_enum, default_value_t = Topology::Single)]
-    topology: Topology,
-    /// What the workers do.
-    #[arg(long, value_enum, default_value_t = Workload::Reentrant)]
-    workload: Workload,
-    /// The faults: all, none, or a list of partition, loss, pause-server, kill, pause-client,
-    /// clock-jump, failover (`all` is every one but clock-jump; failover only on the cluster
-    /// topologies, whose `all` adds it; on zk3 each fault hits one server, the leader half
-    /// the time).
-    #[arg(long, default_value = "all")]
-    nemesis: FaultSet,
-    /// Worker processes.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(1..=50))]
-    workers: u8,
-    /// The lease of each acquisition, in milliseconds.
-    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
-    lease_ms: u64,
-    /// The semaphore's permits (the `semaphore` workload).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=10))]
-    permits: u32,
-    /// The longest hold, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
-    max_hold_ms: u64,
-    /// Write a JSON summary here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Write the whole history here, one JSON event a line.
-    #[arg(long)]
-    history: Option<PathBuf>,
-    /// Which servers the nemesis hits: the ones its schedule drew, or (`lock`, the cluster
-    /// topologies) the primary that serves the lock's key at the moment of each fault.
-    #[arg(long, value_enum, default_value_t = run::Aim::Scheduled)]
-    aim: run::Aim,
-    #[command(flatten)]
-    bounds: bounds::BoundsArgs,
-    /// Panic this many seconds into the workload (tests that a panic cleans up).
-    #[arg(long, hide = true)]
-    panic_after: Option<f64>,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Remove what earlier runs left behind: namespaces named klc-* (and their processes) and
-    /// temporary directories named keylatch-chaos-*. Do not use while a run is going on.
-    Cleanup {
-        /// Only this run's: its hex id, as in `klc-<id>-net` (or `klc-<id>`).
-        #[arg(long, value_parser = parse_run_id)]
-        run: Option<String>,
-    },
-    /// Check a history written with --history again (without the register's log, so without
-    /// the lost-write check). Exit status as for a run.
-    Check {
-        /// The history file, one JSON event a line.
-        history: PathBuf,
-        #[command(flatten)]
-        bounds: bounds::BoundsArgs,
-    },
-    /// One client process (started by the harness inside its namespace).
-    #[command(hide = true)]
-    Worker {
-        /// The run's prefix (names the run's processes).
-        #[arg(long)]
-        run: String,
-        /// The harness's pid: the worker exits at once when its parent is another (the harness
-        /// died before the parent-death signal was set).
-        #[arg(long)]
-        harness_pid: u32,
-        #[arg(long)]
-        id: usize,
-        /// The lock servers' URLs, separated by `;`.
-        #[arg(long)]
-        server: String,
-        #[arg(long)]
-        oracle: String,
-        #[arg(long, value_enum)]
-        workload: Workload,
-        #[arg(long)]
-        permits: u32,
-        /// Replicas every acquisition waits for.
-        #[arg(long, default_value_t = 0)]
-        replicas: u32,
-        #[arg(long)]
-        seed: u64,
-        #[arg(long)]
-        deadline_ns: u64,
-        #[arg(long)]
-        lease_ms: u64,
-        #[arg(long)]
-        max_hold_ms: u64,
-    },
-    /// Wait until a redis server answers PING.
-    #[command(hide = true)]
-    Probe {
-        #[arg(long)]
-        url: String,
-    },
-    /// Form a Redis Cluster: the first half of the nodes primaries, the rest their replicas.
-    #[command(hide = true)]
-    FormCluster {
-        /// `ip:port` of every node, separated by `,`.
-        #[arg(long)]
-        nodes: String,
-    },
-    /// Print the address of the primary that serves the lock's key, asking the nodes in turn.
-    #[command(hide = true)]
-    LockPrimary {
-        /// `ip:port` of every node, separated by `,`.
-        #[arg(long)]
-        nodes: String,
-    },
-    /// `CLUSTER FAILOVER` on the shard of a cluster node.
-    #[command(hide = true)]
-    ClusterFailover {
-        /// `ip:port` of the node.
-        #[arg(long)]
-        node: String,
-    },
-    /// Print each ZooKeeper server's mode (`-` when it does not serve), one line each.
-    #[command(hide = true)]
-    ZkSrvr {
-        /// `ip:port` of every server, separated by `,`.
-        #[arg(long)]
-        addrs: String,
-        /// First wait (at most 40 s) until every one serves.
-        #[arg(long)]
-        wait: bool,
-    },
-    /// Print the register's log.
-    #[command(hide = true)]
-    DumpRegister {
-        #[arg(long)]
-        url: String,
-    },
-}
-
-fn parse_run_id(text: &str) -> Result<String, String> {
-    let id = text.strip_prefix(net::PREFIX).unwrap_or(text);
-    if id.is_empty() || id.len() > 8 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err("expected a run's hex id, as in klc-<id>-net".to_owned());
-    }
-    Ok(id.to_ascii_lowercase())
-}
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
@@ -264,6 +101,7 @@ fn main() -> ExitCode {
             seed,
             deadline_ns,
             lease_ms,
+            mode,
             max_hold_ms,
         }) => {
             if std::os::unix::process::parent_id() != harness_pid {
@@ -280,11 +118,13 @@ fn main() -> ExitCode {
                 seed,
                 deadline_ns,
                 lease_ms,
+                mode,
                 max_hold_ms,
             }))
         }
         Some(Command::Probe { url }) => helper(worker::probe(&url, Duration::from_secs(10))),
         Some(Command::DumpRegister { url }) => helper(worker::dump_register(&url)),
+        Some(Command::ServerTime { url }) => helper(worker::server_time(&url)),
         Some(Command::FormCluster { nodes }) => helper(async move {
             cluster::form(&nodes.split(',').map(str::to_owned).collect::<Vec<_>>()).await
         }),
@@ -322,10 +162,10 @@ fn harness(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if args.topology.is_zookeeper() && args.workload == Workload::Semaphore {
+    if args.topology.is_zookeeper() && args.mode == HoldMode::Lease {
         eprintln!(
-            "keylatch-chaos: the semaphore workload does not run on zk3: it takes each permit \
-             with a fixed lease, which ZooKeeper has no form of (it answers Unsupported)"
+            "keylatch-chaos: zk3 has no fixed lease (a hold lasts while the session does): \
+             --mode watchdog only"
         );
         return ExitCode::from(2);
     }
@@ -355,6 +195,7 @@ fn harness(args: RunArgs) -> ExitCode {
         nemesis,
         workers: usize::from(args.workers),
         lease_ms: args.lease_ms,
+        mode: args.mode,
         max_hold_ms: args.max_hold_ms,
         permits: args.permits,
         panic_after: args.panic_after.map(Duration::from_secs_f64),
@@ -362,11 +203,12 @@ fn harness(args: RunArgs) -> ExitCode {
     };
     let schedule = plan.schedule();
     say(format!(
-        "keylatch-chaos --seed {seed} --minutes {} --topology {} --workload {} --nemesis {} \
-         --workers {} --lease-ms {} --max-hold-ms {}: {} faults scheduled",
+        "keylatch-chaos --seed {seed} --minutes {} --topology {} --workload {} --mode {} \
+         --nemesis {} --workers {} --lease-ms {} --max-hold-ms {}: {} faults scheduled",
         args.minutes,
         plan.topology,
         plan.workload,
+        plan.mode,
         plan.nemesis,
         plan.workers,
         plan.lease_ms,
@@ -412,6 +254,7 @@ fn harness(args: RunArgs) -> ExitCode {
     let report = checker::check_with(
         &collected.history,
         Some(&collected.register_log),
+        Some(collected.counter),
         args.bounds.bounds(),
     );
     if let Some(path) = &args.history {
@@ -440,15 +283,10 @@ fn harness(args: RunArgs) -> ExitCode {
         .filter(|e| e.process == history::NEMESIS && e.kind == history::Kind::Invoke)
         .count();
     say(format!(
-        "{} acquisitions, {} register writes accepted, {} refused; after the writer's lease: {} accepted, {} refused; {} faults injected, {} entries in the register's log",
-        report.acquisitions,
-        report.writes_accepted,
-        report.writes_refused,
-        report.late_writes_accepted,
-        report.late_writes_refused,
-        faults,
-        collected.register_log.len()
+        "{} acquisitions acknowledged, {} of unknown outcome (taken as possibly held); {} faults injected",
+        report.acquisitions, report.possibly_held, faults
     ));
+    say(bounds::damage_lines(&report));
     say(bounds::coverage_line(&report.liveness));
     for (kind, n) in report.counts() {
         say(format!("  {kind}: {n}"));
@@ -464,6 +302,7 @@ fn harness(args: RunArgs) -> ExitCode {
             "workload": plan.workload.to_string(),
             "nemesis": plan.nemesis.to_string(),
             "workers": plan.workers,
+            "mode": plan.mode.to_string(),
             "lease_ms": plan.lease_ms,
             "max_hold_ms": plan.max_hold_ms,
             "elapsed_s": started.elapsed().as_secs_f64(),
@@ -474,7 +313,17 @@ fn harness(args: RunArgs) -> ExitCode {
             "late_writes_accepted": report.late_writes_accepted,
             "late_writes_refused": report.late_writes_refused,
             "register_log_entries": collected.register_log.len(),
+            "faults": faults,
             "faults_injected": faults,
+            "possibly_held": report.possibly_held,
+            "updates": report.updates,
+            "updates_skipped": report.updates_skipped,
+            "counter": collected.counter,
+            "lost_updates": report.lost_updates,
+            "damage_seen": report.lost_updates,
+            "damage_prevented_by_fencing": report.writes_refused,
+            "holds_cut_at_pause": report.holds_cut_at_pause,
+            "linearizability": report.linearizability,
             "violations": report.violations.len(),
             "violations_by_kind": report.counts(),
             "liveness": report.liveness,

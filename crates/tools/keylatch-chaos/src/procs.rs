@@ -35,6 +35,7 @@ pub fn spawn_logged_in(
     program: &Path,
     args: &[String],
     log: &Path,
+    env: &[(String, String)],
 ) -> Result<Child, HarnessError> {
     let io = |e: std::io::Error| HarnessError::Io(format!("{}: {e}", log.display()));
     let out = std::fs::OpenOptions::new()
@@ -44,6 +45,7 @@ pub fn spawn_logged_in(
         .map_err(io)?;
     let err = out.try_clone().map_err(io)?;
     command_in(ns, program, args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(out)
         .stderr(err)
         .spawn()

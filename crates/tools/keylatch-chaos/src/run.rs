@@ -14,73 +14,14 @@ use crate::clockshift::ClockShift;
 pub use crate::cluster::Aim;
 use crate::history::current_holder;
 use crate::history::{Event, Kind, NEMESIS, Op};
-use crate::nemesis::{self, FaultKind, FaultSet, Step};
+use crate::nemesis::FaultKind;
 use crate::net::{self, Network, Node};
+pub use crate::plan::{Collected, Plan};
+use crate::probes::{clock_offset_ms, verify_stopped};
 use crate::procs::{self, Cleanup};
 pub use crate::servers::find_program;
 use crate::servers::{Redis, helper};
-use crate::{HarnessError, Topology, Workload, shapes, zookeeper};
-
-/// What a run is asked to do.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The seed of the schedule and of the workers' hold times.
-    pub seed: u64,
-    /// How long the workload runs.
-    pub duration: Duration,
-    /// The servers.
-    pub topology: Topology,
-    /// What the workers do.
-    pub workload: Workload,
-    /// The faults the nemesis may inject.
-    pub nemesis: FaultSet,
-    /// How many worker processes.
-    pub workers: usize,
-    /// The lease of each acquisition.
-    pub lease_ms: u64,
-    /// The longest hold.
-    pub max_hold_ms: u64,
-    /// The semaphore's permits (the `semaphore` workload).
-    pub permits: u32,
-    /// Panic this long into the workload (tests the cleanup).
-    pub panic_after: Option<Duration>,
-    /// Which servers the nemesis hits.
-    pub aim: Aim,
-}
-
-impl Plan {
-    /// The nemesis's schedule for this plan.
-    pub fn schedule(&self) -> Vec<Step> {
-        let steps = nemesis::schedule(
-            self.seed,
-            self.duration.as_millis() as u64,
-            self.workers,
-            self.topology.servers(),
-            self.lease_ms,
-            &self.nemesis,
-        );
-        let sentinel = matches!(self.topology, Topology::Sentinel | Topology::SentinelAck);
-        match self.topology {
-            Topology::Zk3 => {
-                let aimed = zookeeper::aim(steps, self.seed, self.topology.servers());
-                shapes::shape(aimed, self.seed, false)
-            }
-            _ if sentinel => shapes::shape(steps, self.seed, true),
-            _ => steps,
-        }
-    }
-}
-
-/// What a run collected.
-#[derive(Debug)]
-pub struct Collected {
-    /// Every event, workers' and nemesis's.
-    pub history: Vec<Event>,
-    /// The register's accepted writes, in order.
-    pub register_log: Vec<(u64, String)>,
-    /// When the workload started (history time).
-    pub origin: u64,
-}
+use crate::{HarnessError, Topology, shapes, zookeeper};
 
 struct Worker {
     /// 1-based.
@@ -174,6 +115,9 @@ pub async fn run(
         // Every server first: each serves only once a quorum runs.
         servers = zookeeper::ensemble(std::mem::take(&mut server_nodes), &dir)?;
         for s in &mut servers {
+            // The JVM reads the wall clock through libc's clock_gettime, which the shift
+            // library replaces (System.currentTimeMillis() follows a shift, measured).
+            s.env = env_for(&s.node.name)?;
             s.spawn(cleanup)?;
         }
         for s in &servers {
@@ -245,6 +189,7 @@ pub async fn run(
             format!("--seed={}", plan.seed),
             format!("--deadline-ns={deadline}"),
             format!("--lease-ms={}", plan.lease_ms),
+            format!("--mode={}", plan.mode),
             format!("--max-hold-ms={}", plan.max_hold_ms),
         ]
         .into();
@@ -366,6 +311,10 @@ pub async fn run(
                 for &i in &hit {
                     procs::signal(servers[i].pid, Signal::SIGSTOP);
                 }
+                for &i in &hit {
+                    verify_stopped(servers[i].pid, &servers[i].node.name).await?;
+                }
+                record(Kind::Info, "verified: stopped (/proc state T)".to_owned());
                 tokio::time::sleep(hold).await;
                 for &i in &hit {
                     procs::signal(servers[i].pid, Signal::SIGCONT);
@@ -403,6 +352,27 @@ pub async fn run(
                 for process in &processes {
                     clocks.set(process, step.clock_ms)?;
                 }
+                // A redis-server's own clock is read back with TIME; a JVM's and a worker's
+                // are not probed (the history says so).
+                let mut notes = Vec::new();
+                for process in &processes {
+                    let server = servers.iter().find(|s| &s.node.name == process && !zk);
+                    match server {
+                        Some(s) => {
+                            let off = clock_offset_ms(s, &oracle.node.ns, &me).await?;
+                            if (off - step.clock_ms).abs() > 1_000 {
+                                return Err(HarnessError::Command(format!(
+                                    "the clock jump did not take effect: {process} is {off:+} ms \
+                                     off the host, {:+} ms asked",
+                                    step.clock_ms
+                                )));
+                            }
+                            notes.push(format!("{process} {off:+} ms (TIME)"));
+                        }
+                        None => notes.push(format!("{process} not probed")),
+                    }
+                }
+                record(Kind::Info, format!("verified: {}", notes.join(", ")));
                 tokio::time::sleep(hold).await;
                 for process in &processes {
                     clocks.set(process, 0)?;
@@ -432,6 +402,9 @@ pub async fn run(
                 );
                 for w in &targets {
                     procs::signal(w.pid, Signal::SIGSTOP);
+                }
+                for w in &targets {
+                    verify_stopped(w.pid, &w.node.name).await?;
                 }
                 tokio::time::sleep(hold).await;
                 for w in &targets {
@@ -478,7 +451,15 @@ pub async fn run(
         &["dump-register", "--url", &oracle.url()],
     )
     .await?;
-    let register_log: Vec<(u64, String)> = serde_json::from_str(dump.trim())
+    #[derive(serde::Deserialize)]
+    struct Dump {
+        log: Vec<(u64, String)>,
+        counter: u64,
+    }
+    let Dump {
+        log: register_log,
+        counter,
+    } = serde_json::from_str(dump.trim())
         .map_err(|e| HarnessError::Io(format!("the register's log: {e}")))?;
     for server in servers.iter_mut().chain(&mut sentinels) {
         server.kill(cleanup).await;
@@ -489,6 +470,7 @@ pub async fn run(
     Ok(Collected {
         history,
         register_log,
+        counter,
         origin,
     })
 }

@@ -195,7 +195,7 @@ impl Redis {
     pub fn spawn(&mut self, cleanup: &Cleanup) -> Result<(), HarnessError> {
         let (ns, program, args) = (&self.node.ns, &self.program, &self.args);
         let child = match &self.zookeeper_log {
-            Some(log) => procs::spawn_logged_in(ns, program, args, log)?,
+            Some(log) => procs::spawn_logged_in(ns, program, args, log, &self.env)?,
             None => procs::spawn_in(ns, program, args, Stdio::null(), &self.env)?,
         };
         self.pid = child.id().map_or(0, |p| p as i32);

@@ -289,17 +289,18 @@ fn a_zookeeper_ensemble_keeps_the_lock_across_kills_of_its_leader() {
 }
 
 #[test]
-fn zk3_refuses_the_semaphore_and_redlock_workloads() {
-    for (workload, says) in [
-        ("semaphore", "the semaphore workload does not run on zk3"),
+fn zk3_refuses_the_lease_mode_and_the_redlock_workload() {
+    for (args, says) in [
+        (["--mode", "lease"], "zk3 has no fixed lease"),
         (
-            "redlock",
+            ["--workload", "redlock"],
             "the redlock workload runs on the redlock5 topology",
         ),
     ] {
+        let workload = args[1];
         let out = Command::new(BIN)
             .args(["--seed", "1", "--minutes", "0.01", "--topology", "zk3"])
-            .args(["--workload", workload])
+            .args(args)
             .output()
             .expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -315,15 +316,8 @@ fn bad_arguments_exit_with_2() {
         &["--seed", "1", "--nemesis", "clock"],
         // Failovers are for the cluster topologies.
         &["--seed", "1", "--nemesis", "failover"],
-        // No semaphore and no RedLock on ZooKeeper.
-        &[
-            "--seed",
-            "1",
-            "--topology",
-            "zk3",
-            "--workload",
-            "semaphore",
-        ],
+        // No fixed lease and no RedLock on ZooKeeper.
+        &["--seed", "1", "--topology", "zk3", "--mode", "lease"],
         &["--seed", "1", "--topology", "zk3", "--workload", "redlock"],
         &["--seed", "x"],
         &["--minutes", "1"],
@@ -369,9 +363,11 @@ fn check_reads_a_history_file_and_exits_1_on_an_overlap() {
     let out = run(&lines);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("both held the lock"), "{stdout}");
+    assert!(stdout.contains("mutual-exclusion: 1"), "{stdout}");
+    // The linearizability search agrees.
+    assert!(stdout.contains("1 not linearizable"), "{stdout}");
     assert!(
-        stdout.ends_with("1 violations in 4 operations\n"),
+        stdout.ends_with("2 violations in 4 operations\n"),
         "{stdout}"
     );
     // Not a history.

@@ -1,6 +1,8 @@
 //! Holders' intervals, and which of them exclude each other.
 
-use super::{Mode, Op, Operation, Violation, ViolationKind, fmt_token};
+use std::collections::BTreeMap;
+
+use super::{Event, Kind, Mode, NEMESIS, Op, Operation, Violation, ViolationKind, fmt_token};
 
 /// A holder's interval.
 #[derive(Debug, Clone)]
@@ -10,12 +12,89 @@ pub(super) struct Hold {
     pub(super) acquire_invoke: u64,
     pub(super) start: u64,
     pub(super) end: u64,
+    /// The end before it is raised to the start (a fixed lease that ran out before the `ok`):
+    /// where the release may take effect from.
+    pub(super) end_raw: u64,
     /// A read hold (shared with other reads).
     pub(super) shared: bool,
     /// The side of a read-write lock.
     pub(super) mode: Option<Mode>,
     /// The names held; empty: the one lock.
     pub(super) names: Vec<String>,
+    /// A watchdog hold that ends where the nemesis stopped its process.
+    pub(super) cut_at_pause: bool,
+    /// The release's completion, when it succeeded (the lock is free by then).
+    pub(super) released: Option<u64>,
+}
+
+/// What the history shows besides operations: where workers saw their holds lost, when the
+/// nemesis stopped which worker, when workers wrote the unfenced counter.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    /// Per process, the times it recorded a lost hold.
+    lost: BTreeMap<String, Vec<u64>>,
+    /// Per process, the windows (stop, continue) the nemesis paused it.
+    paused: BTreeMap<String, Vec<(u64, u64)>>,
+    /// Per process, when its unfenced write-backs completed (or timed out).
+    updates: BTreeMap<String, Vec<u64>>,
+}
+
+impl Seen {
+    /// Reads them from `history` (sorted by time).
+    pub(super) fn from_history(history: &[Event]) -> Seen {
+        let mut seen = Seen::default();
+        let mut pausing: Vec<(String, u64)> = Vec::new();
+        for e in history {
+            if e.process == NEMESIS {
+                let detail = e.detail.as_deref().unwrap_or("");
+                if e.kind == Kind::Info
+                    && let Some(list) = detail.strip_prefix("pausing ")
+                {
+                    pausing = list.split(',').map(|p| (p.to_owned(), e.time)).collect();
+                } else if e.kind == Kind::Ok {
+                    for (p, from) in pausing.drain(..) {
+                        seen.paused.entry(p).or_default().push((from, e.time));
+                    }
+                }
+            } else if e.op == Op::Lost {
+                seen.lost.entry(e.process.clone()).or_default().push(e.time);
+            } else if e.op == Op::Update && matches!(e.kind, Kind::Ok | Kind::Info) {
+                seen.updates
+                    .entry(e.process.clone())
+                    .or_default()
+                    .push(e.time);
+            }
+        }
+        seen
+    }
+
+    /// The first loss `process` saw in `(from, to]`.
+    fn lost_between(&self, process: &str, from: u64, to: u64) -> Option<u64> {
+        self.lost
+            .get(process)?
+            .iter()
+            .copied()
+            .find(|&t| t > from && t <= to)
+    }
+
+    /// Where a watchdog hold of `process` from `start` that saw its loss at `lost` ends, if
+    /// the nemesis stopped the process in between for at least the watchdog timeout
+    /// (`timeout`) and it wrote no unfenced update from the stop to the loss: the stop. (The
+    /// loss may be recorded before the nemesis records its heal: the worker runs again as soon
+    /// as it is continued.)
+    fn stopped_before(&self, process: &str, start: u64, lost: u64, timeout: u64) -> Option<u64> {
+        let (stop, _) = self
+            .paused
+            .get(process)?
+            .iter()
+            .copied()
+            .find(|&(stop, cont)| stop >= start && stop < lost && cont - stop >= timeout)?;
+        let wrote = self
+            .updates
+            .get(process)
+            .is_some_and(|us| us.iter().any(|&t| t > stop && t < lost));
+        (!wrote).then_some(stop)
+    }
 }
 
 impl Hold {
@@ -49,33 +128,46 @@ impl Hold {
     }
 }
 
-pub(super) fn holds(ops: &[Operation], end_of_run: u64) -> Vec<Hold> {
+pub(super) fn holds(ops: &[Operation], seen: &Seen, end_of_run: u64) -> Vec<Hold> {
     let mut holds = Vec::new();
     for (i, o) in ops.iter().enumerate() {
         if o.op != Op::Acquire || !o.is_ok() {
             continue;
         }
         let start = o.done_at().unwrap_or(o.invoke);
-        let lease_end = o.lease_end();
         // The process's next release, before its next acquire.
         let release = ops[i + 1..]
             .iter()
             .filter(|n| n.process == o.process)
             .take_while(|n| n.op != Op::Acquire)
             .find(|n| n.op == Op::Release);
-        let end = match release {
-            Some(r) => r.invoke.min(lease_end),
-            None => end_of_run.min(lease_end),
-        };
+        let mut end = release.map_or(end_of_run, |r| r.invoke).min(o.lease_end());
+        let mut cut_at_pause = false;
+        if o.lease_ms.is_none()
+            && let Some(lost) = seen.lost_between(&o.process, start, end)
+        {
+            end = lost;
+            let timeout = o.watchdog_ms.unwrap_or(0) * 1_000_000;
+            if let Some(stop) = seen.stopped_before(&o.process, start, lost, timeout) {
+                end = stop;
+                cut_at_pause = true;
+            }
+        }
         holds.push(Hold {
             process: o.process.clone(),
             token: o.token,
             acquire_invoke: o.invoke,
             start,
             end: end.max(start),
+            end_raw: end,
             shared: o.mode == Some(Mode::Read),
             mode: o.mode,
             names: o.names.clone().unwrap_or_default(),
+            cut_at_pause,
+            released: release.and_then(|r| match r.done {
+                Some((Kind::Ok, t)) => Some(t),
+                _ => None,
+            }),
         });
     }
     holds

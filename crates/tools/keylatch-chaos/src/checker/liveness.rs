@@ -122,6 +122,7 @@ fn busy_end(ops: &[Operation], i: usize, ok: u64, end_of_run: u64) -> u64 {
     let o = &ops[i];
     let lease_end = o
         .lease_ms
+        .or(o.watchdog_ms)
         .map_or(end_of_run, |ms| ok.saturating_add(ms * 1_000_000));
     let release = ops[i + 1..]
         .iter()
@@ -169,7 +170,11 @@ fn lost_wakeups(
     // Busy intervals, each with the acquisition it belongs to.
     let mut busy: Vec<(u64, u64, usize)> = Vec::new();
     for (i, o) in ops.iter().enumerate().filter(|(_, o)| o.op == Op::Acquire) {
-        let lease = o.lease_ms.map_or(end_of_run, |ms| ms * 1_000_000);
+        // A watchdog hold nobody renews lapses within the watchdog timeout.
+        let lease = o
+            .lease_ms
+            .or(o.watchdog_ms)
+            .map_or(end_of_run, |ms| ms * 1_000_000);
         match o.done {
             Some((Kind::Ok, ok)) => busy.push((ok, busy_end(ops, i, ok, end_of_run), i)),
             Some((Kind::Info, t)) => busy.push((o.invoke, t.saturating_add(lease), i)),
