@@ -274,7 +274,6 @@ impl ZkClient {
             lose_on_disconnect,
             stop,
         ));
-        crate::renewal::start(Arc::downgrade(&shared), shared.background.registry());
         crate::watch::warn_if_unsafe(
             config.disconnect_loss,
             shared.session_timeout,

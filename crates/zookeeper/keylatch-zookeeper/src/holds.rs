@@ -2,7 +2,7 @@
 //! [`LockGuard`], and [`NodeRelease`], the core's [`HoldRelease`] for a node (a local count,
 //! the node deleted by the last release).
 //!
-//! May import: keylatch-core, `session`, `renewal`.
+//! May import: keylatch-core, `session`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +13,8 @@ use tokio::time::Instant;
 
 use crate::session::{HoldId, NodeHold, Shared};
 
-/// How long a hold is registered for under a policy that lets holds outlive a disconnection: a
-/// node lives as long as its session, so the registry's deadline is only a bound no hold
-/// reaches (ten years); the session watcher marks holds lost.
+/// How long a hold is registered for: a node lives as long as its session, so the registry's
+/// deadline is only a bound no hold reaches (ten years); the session watcher marks holds lost.
 const UNBOUNDED_HOLD: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Releases one guard of a node hold: the last one deletes the node.
@@ -60,18 +59,12 @@ pub(crate) fn make_guard(
     hold: &NodeHold,
 ) -> LockGuard {
     let registry = shared.background.registry();
-    // Bounded by the last server contact when holds are lost with the connection (see
-    // `renewal.rs`); else (the policies that let a hold outlive a disconnection) as long as
-    // the session.
-    let (lease, renewal) = if shared.lose_on_disconnect {
-        (
-            crate::renewal::hold_lease(shared.session_timeout),
-            crate::renewal::renewal(),
-        )
-    } else {
-        (UNBOUNDED_HOLD, Renewal::Lease)
-    };
-    let registered = registry.register(HoldKey::new(&key, owner), lease, renewal, Instant::now());
+    let registered = registry.register(
+        HoldKey::new(&key, owner),
+        UNBOUNDED_HOLD,
+        Renewal::Lease,
+        Instant::now(),
+    );
     let release = Arc::new(NodeRelease {
         shared: shared.clone(),
         key,

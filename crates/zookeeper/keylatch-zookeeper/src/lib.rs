@@ -82,7 +82,6 @@ mod inspect;
 mod mutex;
 mod node;
 mod path;
-mod renewal;
 mod revoke;
 mod rwlock;
 mod semaphore;
