@@ -40,5 +40,5 @@ mod scripts;
 
 pub use codec::{Bytes, Codec, Long, Utf8};
 pub use queue::{DelayedQueue, MAX_DELAY, MOVE_BATCH};
-pub use reply::QueueCounts;
+pub use reply::{QueueCounts, Transfer};
 pub use scripts::SCRIPTS;

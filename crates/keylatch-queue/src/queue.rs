@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::claim::ClaimUndo;
 use crate::codec::{Bytes, Codec};
 use crate::keys::Keys;
-use crate::reply::{QueueCounts, as_u64, millis};
+use crate::reply::{QueueCounts, Transfer, as_u64, millis};
 use crate::scripts::{CONTAINS, COUNTS, OFFER, PEEK, POLL, REMOVE, TRANSFER};
 
 /// The most due elements one call moves to the destination list (Redisson's transfer moves
@@ -423,12 +423,16 @@ impl<C: Codec> DelayedQueue<C> {
     }
 
     /// Moves up to [`MOVE_BATCH`] due elements to the destination list (what Redisson's
-    /// transfer task does, with the server's clock). Returns how many moved and when the next
-    /// delayed element is due (by the server's clock).
+    /// transfer task does, with the server's clock), whatever codec wrote them: values move as
+    /// bytes. Returns how many moved and when the next delayed element is due.
     ///
     /// # Errors
     /// [`Error::InvalidName`], Redis errors.
-    pub async fn transfer(&self) -> Result<(u64, Option<SystemTime>)> {
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the script runs whole or not at all; a dropped call may have moved
+    /// elements, which a take delivers as any other.
+    pub async fn transfer(&self) -> Result<Transfer> {
         self.validate()?;
         let keys = &self.inner.keys;
         let call = TRANSFER
@@ -438,22 +442,19 @@ impl<C: Codec> DelayedQueue<C> {
             .key(&keys.delayed)
             .key(&keys.unreadable)
             .arg(MOVE_BATCH);
-        let Value::Array(items) = self.inner.client.eval_value(&call).await? else {
-            return Err(Error::UnexpectedReply {
-                what: "queue_transfer",
-            });
+        let bad = || Error::UnexpectedReply {
+            what: "queue_transfer",
         };
-        let moved = items
-            .first()
-            .and_then(as_u64)
-            .ok_or(Error::UnexpectedReply {
-                what: "queue_transfer",
-            })?;
-        let next = items
-            .get(1)
-            .and_then(as_u64)
-            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
-        Ok((moved, next))
+        let Value::Array(items) = self.inner.client.eval_value(&call).await? else {
+            return Err(bad());
+        };
+        let moved = items.first().and_then(as_u64).ok_or_else(bad)?;
+        let at = |i: usize| items.get(i).and_then(as_u64).map(Duration::from_millis);
+        Ok(Transfer {
+            moved,
+            next_due: at(1).map(|ms| UNIX_EPOCH + ms),
+            next_in: at(2),
+        })
     }
 
     /// Deletes every element, delayed and ready (the queue's four keys' data; claims of takes

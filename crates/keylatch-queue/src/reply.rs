@@ -25,6 +25,19 @@ impl QueueCounts {
     }
 }
 
+/// What one [`transfer`](crate::DelayedQueue::transfer) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Transfer {
+    /// Elements moved to the destination list.
+    pub moved: u64,
+    /// When the next delayed element is due, by the server's clock.
+    pub next_due: Option<std::time::SystemTime>,
+    /// How long until then, by the server's clock (what a transfer agent sleeps, whatever
+    /// this machine's clock says).
+    pub next_in: Option<Duration>,
+}
+
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
