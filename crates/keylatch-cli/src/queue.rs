@@ -152,6 +152,9 @@ async fn inspect(client: &Client, name: &str, as_json: bool) -> Result<(), Failu
             "due_now": counts.due,
             "ready": counts.ready,
             "oldest_overdue_ms": overdue_ms,
+            "processing": counts.processing,
+            "retrying": counts.retrying,
+            "dead_letters": counts.dead,
             "channel": queue.channel(),
             "channel_subscribers": tasks,
         });
@@ -172,6 +175,12 @@ async fn inspect(client: &Client, name: &str, as_json: bool) -> Result<(), Failu
         ),
         None if counts.delayed > 0 => println!("  oldest overdue element: none overdue"),
         None => {}
+    }
+    if counts.processing + counts.retrying + counts.dead > 0 {
+        println!(
+            "  reliable takes: {} processing, {} waiting for another delivery, {} dead letters",
+            counts.processing, counts.retrying, counts.dead
+        );
     }
     println!(
         "  subscribers of {} (Redisson transfer tasks, keylatch agents and waiting takes): {tasks}",

@@ -146,6 +146,10 @@ fn inspect_json_reports_backlog_due_ready_overdue_age_and_subscribers() {
         "{report}"
     );
     assert_eq!(report["channel_subscribers"], 1);
+    assert_eq!(
+        (report["processing"].clone(), report["dead_letters"].clone()),
+        (0.into(), 0.into())
+    );
     subscriber.stop();
     std::thread::sleep(Duration::from_millis(200));
     // A take moves the due ones: one taken, one ready, none overdue.

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::claim::ClaimUndo;
 use crate::codec::{Bytes, Codec};
 use crate::keys::Keys;
+use crate::reliable::ReliableOptions;
 use crate::reply::{QueueCounts, Transfer, as_u64, millis};
 use crate::scripts::{CONTAINS, COUNTS, OFFER, PEEK, POLL, REMOVE, TRANSFER};
 
@@ -65,7 +66,8 @@ const SEEN_PER_CALL: usize = 16;
 /// ```
 #[derive(Debug)]
 pub struct DelayedQueue<C: Codec = Bytes> {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) reliable: ReliableOptions,
     codec: PhantomData<fn() -> C>,
 }
 
@@ -73,16 +75,17 @@ impl<C: Codec> Clone for DelayedQueue<C> {
     fn clone(&self) -> Self {
         DelayedQueue {
             inner: self.inner.clone(),
+            reliable: self.reliable,
             codec: PhantomData,
         }
     }
 }
 
 #[derive(Debug)]
-struct Inner {
-    client: Client,
+pub(crate) struct Inner {
+    pub(crate) client: Client,
     name: String,
-    keys: Keys,
+    pub(crate) keys: Keys,
     /// Claims of takes whose replies were seen: deleted by the next take.
     seen: Mutex<Vec<String>>,
 }
@@ -99,6 +102,7 @@ impl<C: Codec> DelayedQueue<C> {
                 name,
                 seen: Mutex::new(Vec::new()),
             }),
+            reliable: ReliableOptions::default(),
             codec: PhantomData,
         }
     }
@@ -117,6 +121,7 @@ impl<C: Codec> DelayedQueue<C> {
     pub fn with_codec<D: Codec>(&self) -> DelayedQueue<D> {
         DelayedQueue {
             inner: self.inner.clone(),
+            reliable: self.reliable,
             codec: PhantomData,
         }
     }
@@ -350,7 +355,13 @@ impl<C: Codec> DelayedQueue<C> {
     pub async fn counts(&self) -> Result<QueueCounts> {
         self.validate()?;
         let keys = &self.inner.keys;
-        let call = COUNTS.call().key(&keys.destination).key(&keys.timeouts);
+        let call = COUNTS
+            .call()
+            .key(&keys.destination)
+            .key(&keys.timeouts)
+            .key(&keys.processing)
+            .key(&keys.retry)
+            .key(&keys.dead);
         let reply = self.inner.client.eval_value(&call).await?;
         let bad = || Error::UnexpectedReply {
             what: "queue_counts",
@@ -365,6 +376,9 @@ impl<C: Codec> DelayedQueue<C> {
             due: at(1).ok_or_else(bad)?,
             ready: at(2).ok_or_else(bad)?,
             oldest_overdue: at(3).map(|due| Duration::from_millis(now.saturating_sub(due))),
+            processing: at(5).ok_or_else(bad)?,
+            retrying: at(6).ok_or_else(bad)?,
+            dead: at(7).ok_or_else(bad)?,
         })
     }
 
@@ -467,7 +481,12 @@ impl<C: Codec> DelayedQueue<C> {
         let keys = &self.inner.keys;
         keylatch_redis::object::delete(
             &self.inner.client,
-            &[&keys.destination, &keys.timeouts, &keys.delayed],
+            &[
+                &keys.destination,
+                &keys.timeouts,
+                &keys.delayed,
+                &keys.retry,
+            ],
         )
         .await
         .map(|_| ())
@@ -480,12 +499,18 @@ impl<C: Codec> DelayedQueue<C> {
     pub async fn destroy(&self) -> Result<()> {
         self.clear().await?;
         let keys = &self.inner.keys;
-        keylatch_redis::object::delete(&self.inner.client, &[&keys.unreadable])
+        let own: [&str; 4] = [
+            &keys.unreadable,
+            &keys.processing,
+            &keys.deadlines,
+            &keys.dead,
+        ];
+        keylatch_redis::object::delete(&self.inner.client, &own)
             .await
             .map(|_| ())
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         self.inner.client.validate_name(&self.inner.name)
     }
 }

@@ -16,12 +16,19 @@ pub struct QueueCounts {
     pub ready: u64,
     /// How long ago the oldest due element still delayed became due.
     pub oldest_overdue: Option<Duration>,
+    /// Elements taken by [`take_reliably`](crate::DelayedQueue::take_reliably) and not yet
+    /// acknowledged.
+    pub processing: u64,
+    /// Elements whose delivery was not acknowledged in time, waiting for the next one.
+    pub retrying: u64,
+    /// Elements in the dead-letter list.
+    pub dead: u64,
 }
 
 impl QueueCounts {
-    /// Every element, delayed or ready.
+    /// Every element still to be taken: delayed, ready, or waiting for another delivery.
     pub fn total(&self) -> u64 {
-        self.delayed + self.ready
+        self.delayed + self.ready + self.retrying
     }
 }
 
