@@ -41,9 +41,10 @@ mod queue;
 mod reliable;
 mod reply;
 mod scripts;
+mod transfer;
 
 pub use codec::{Bytes, Codec, Long, Utf8};
 pub use queue::{DelayedQueue, MAX_DELAY, MOVE_BATCH};
-pub use reliable::{Delivery, ReliableOptions};
-pub use reply::{QueueCounts, Transfer};
+pub use reliable::Delivery;
+pub use reply::{QueueCounts, ReliableOptions, Transfer};
 pub use scripts::SCRIPTS;

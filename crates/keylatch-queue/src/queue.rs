@@ -1,5 +1,5 @@
-//! `DelayedQueue`: the handle, its calls and its wait. Imports `codec`, `keys`, `claim` and
-//! `scripts` of this crate, `keylatch-core` and `keylatch-redis`.
+//! `DelayedQueue`: the handle, its calls and its wait. Imports `codec`, `keys`, `claim`,
+//! `reply` and `scripts` of this crate, `keylatch-core` and `keylatch-redis`.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -13,9 +13,8 @@ use tokio::time::Instant;
 use crate::claim::ClaimUndo;
 use crate::codec::{Bytes, Codec};
 use crate::keys::Keys;
-use crate::reliable::ReliableOptions;
-use crate::reply::{QueueCounts, Transfer, as_u64, millis};
-use crate::scripts::{CONTAINS, COUNTS, OFFER, PEEK, POLL, REMOVE, TRANSFER};
+use crate::reply::{QueueCounts, ReliableOptions, as_u64, millis};
+use crate::scripts::{CONTAINS, COUNTS, OFFER, PEEK, POLL, REMOVE};
 
 /// The most due elements one call moves to the destination list (Redisson's transfer moves
 /// 100 per call too); a take that finds more due moves the rest on its next calls.
@@ -434,41 +433,6 @@ impl<C: Codec> DelayedQueue<C> {
             Value::Int(n) => Ok(n > 0),
             _ => Err(Error::UnexpectedReply { what }),
         }
-    }
-
-    /// Moves up to [`MOVE_BATCH`] due elements to the destination list (what Redisson's
-    /// transfer task does, with the server's clock), whatever codec wrote them: values move as
-    /// bytes. Returns how many moved and when the next delayed element is due.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], Redis errors.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the script runs whole or not at all; a dropped call may have moved
-    /// elements, which a take delivers as any other.
-    pub async fn transfer(&self) -> Result<Transfer> {
-        self.validate()?;
-        let keys = &self.inner.keys;
-        let call = TRANSFER
-            .call()
-            .key(&keys.destination)
-            .key(&keys.timeouts)
-            .key(&keys.delayed)
-            .key(&keys.unreadable)
-            .arg(MOVE_BATCH);
-        let bad = || Error::UnexpectedReply {
-            what: "queue_transfer",
-        };
-        let Value::Array(items) = self.inner.client.eval_value(&call).await? else {
-            return Err(bad());
-        };
-        let moved = items.first().and_then(as_u64).ok_or_else(bad)?;
-        let at = |i: usize| items.get(i).and_then(as_u64).map(Duration::from_millis);
-        Ok(Transfer {
-            moved,
-            next_due: at(1).map(|ms| UNIX_EPOCH + ms),
-            next_in: at(2),
-        })
     }
 
     /// Deletes every element, delayed and ready (the queue's four keys' data; claims of takes

@@ -2,8 +2,8 @@
 //! moves its element into keylatch's processing hash, with a visibility deadline; the consumer
 //! acknowledges the [`Delivery`] when done. A delivery not acknowledged by its deadline (the
 //! consumer died, hung or lost the reply) goes back for another delivery, counted; after the
-//! most deliveries it goes to the dead-letter list. Imports `queue`, `keys`, `reply`,
-//! `scripts` and `codec` of this crate.
+//! most deliveries it goes to the dead-letter list. Imports `queue`, `reply`, `scripts` and
+//! `codec` of this crate.
 
 use std::time::Duration;
 
@@ -15,25 +15,8 @@ use tokio::time::Instant;
 use crate::codec::Codec;
 use crate::queue::{DelayedQueue, MOVE_BATCH};
 use crate::reply::{as_u64, millis};
+
 use crate::scripts::{ACK, TAKE_RELIABLY};
-
-/// The visibility timeout and the most deliveries of reliable takes, set on a queue handle by
-/// [`DelayedQueue::with_visibility_timeout`] and [`DelayedQueue::with_max_deliveries`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReliableOptions {
-    visibility: Duration,
-    max_deliveries: u32,
-}
-
-impl Default for ReliableOptions {
-    /// 30 s, 5 deliveries.
-    fn default() -> Self {
-        ReliableOptions {
-            visibility: Duration::from_secs(30),
-            max_deliveries: 5,
-        }
-    }
-}
 
 /// An element taken by [`DelayedQueue::take_reliably`]: acknowledge it with
 /// [`DelayedQueue::ack`] once processed, before its visibility timeout passes, or it is

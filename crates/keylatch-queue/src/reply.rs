@@ -1,4 +1,4 @@
-//! The queue's counts, and reading numbers from script replies. Imports nothing of this crate.
+//! The queue's counts, reliable takes' options, and reading numbers from script replies. Imports nothing of this crate.
 
 use std::time::Duration;
 
@@ -43,6 +43,24 @@ pub struct Transfer {
     /// How long until then, by the server's clock (what a transfer agent sleeps, whatever
     /// this machine's clock says).
     pub next_in: Option<Duration>,
+}
+
+/// The visibility timeout and the most deliveries of reliable takes, set on a queue handle by
+/// [`DelayedQueue::with_visibility_timeout`](crate::DelayedQueue::with_visibility_timeout) and [`DelayedQueue::with_max_deliveries`](crate::DelayedQueue::with_max_deliveries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReliableOptions {
+    pub(crate) visibility: Duration,
+    pub(crate) max_deliveries: u32,
+}
+
+impl Default for ReliableOptions {
+    /// 30 s, 5 deliveries.
+    fn default() -> Self {
+        ReliableOptions {
+            visibility: Duration::from_secs(30),
+            max_deliveries: 5,
+        }
+    }
 }
 
 pub(crate) fn millis(duration: Duration) -> u64 {
