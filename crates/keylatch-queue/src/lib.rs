@@ -36,7 +36,9 @@
 
 mod claim;
 mod codec;
+mod json;
 mod keys;
+mod kryo;
 mod queue;
 mod reliable;
 mod reply;
@@ -44,6 +46,8 @@ mod scripts;
 mod transfer;
 
 pub use codec::{Bytes, Codec, Long, Utf8};
+pub use json::{JavaClass, JavaLong, JsonJackson};
+pub use kryo::{Kryo5, KryoScalar};
 pub use queue::{DelayedQueue, MAX_DELAY, MOVE_BATCH};
 pub use reliable::Delivery;
 pub use reply::{QueueCounts, ReliableOptions, Transfer};
