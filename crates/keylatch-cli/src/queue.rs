@@ -115,19 +115,28 @@ async fn take(
     })
 }
 
-/// How many clients are subscribed to `channel` (`PUBSUB NUMSUB`, on the node of its slot):
-/// Redisson's transfer tasks, keylatch's transfer agents and waiting takes.
-async fn subscribers(client: &Client, channel: &str) -> Result<u64, Failure> {
+/// How many clients are subscribed to `channel` on the node of its slot: `PUBSUB NUMSUB`
+/// (classic pub/sub: Redisson's transfer tasks, keylatch off a cluster) and `PUBSUB
+/// SHARDNUMSUB` (sharded pub/sub: keylatch's agents and waiting takes on a cluster; 0 where
+/// the server has no sharded pub/sub).
+async fn subscribers(client: &Client, channel: &str) -> Result<(u64, u64), Failure> {
     let redis = client
         .as_redis()
         .ok_or_else(|| Failure::new(EX_USAGE, "the delayed queue needs Redis"))?;
+    let count = |reply: Value| match reply {
+        Value::Array(items) => Ok(items.get(1).and_then(as_count).unwrap_or(0)),
+        _ => Err(Failure::new(EX_SOFTWARE, "PUBSUB: unexpected reply")),
+    };
     let mut cmd = redis::cmd("PUBSUB");
     cmd.arg("NUMSUB").arg(channel);
-    let reply: Value = redis.query(&cmd, channel).await?;
-    match reply {
-        Value::Array(items) => Ok(items.get(1).and_then(as_count).unwrap_or(0)),
-        _ => Err(Failure::new(EX_SOFTWARE, "PUBSUB NUMSUB: unexpected reply")),
-    }
+    let classic = count(redis.query(&cmd, channel).await?)?;
+    let mut cmd = redis::cmd("PUBSUB");
+    cmd.arg("SHARDNUMSUB").arg(channel);
+    let sharded = match redis.query::<Value>(&cmd, channel).await {
+        Ok(reply) => count(reply)?,
+        Err(_) => 0,
+    };
+    Ok((classic, sharded))
 }
 
 fn as_count(value: &Value) -> Option<u64> {
@@ -140,7 +149,7 @@ fn as_count(value: &Value) -> Option<u64> {
 async fn inspect(client: &Client, name: &str, as_json: bool) -> Result<(), Failure> {
     let queue = client.delayed_queue::<Bytes>(name)?;
     let counts = queue.counts().await?;
-    let tasks = subscribers(client, queue.channel()).await?;
+    let (tasks, sharded) = subscribers(client, queue.channel()).await?;
     let overdue_ms = counts
         .oldest_overdue
         .map(|age| u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
@@ -157,6 +166,7 @@ async fn inspect(client: &Client, name: &str, as_json: bool) -> Result<(), Failu
             "dead_letters": counts.dead,
             "channel": queue.channel(),
             "channel_subscribers": tasks,
+            "sharded_subscribers": sharded,
         });
         println!(
             "{}",
@@ -183,7 +193,8 @@ async fn inspect(client: &Client, name: &str, as_json: bool) -> Result<(), Failu
         );
     }
     println!(
-        "  subscribers of {} (Redisson transfer tasks, keylatch agents and waiting takes): {tasks}",
+        "  subscribers of {} (Redisson transfer tasks, keylatch agents and waiting takes): \
+         {tasks}, sharded {sharded}",
         queue.channel()
     );
     Ok(())

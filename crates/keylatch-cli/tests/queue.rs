@@ -146,6 +146,7 @@ fn inspect_json_reports_backlog_due_ready_overdue_age_and_subscribers() {
         "{report}"
     );
     assert_eq!(report["channel_subscribers"], 1);
+    assert_eq!(report["sharded_subscribers"], 0);
     assert_eq!(
         (report["processing"].clone(), report["dead_letters"].clone()),
         (0.into(), 0.into())
