@@ -380,3 +380,50 @@ async fn kryo5_and_jackson_bytes_offered_by_redissons_script_are_read_and_writte
     kryo.destroy().await.unwrap();
     client.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_lean_layout_keeps_the_delay_list_empty_and_is_still_delivered_by_everyone() {
+    let server = server();
+    let client = client(&server).await;
+    let mut conn = raw(&server).await;
+    let name = unique("lean");
+    let [dest, timeouts, delayed, _] = keys(&name);
+    let queue = client
+        .delayed_queue::<Utf8>(&name)
+        .unwrap()
+        .with_lean_layout();
+    for value in ["a", "b", "c"] {
+        queue.offer(&value.into(), Duration::ZERO).await.unwrap();
+    }
+    queue
+        .offer(&"later".into(), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let lens: (u64, u64) = (
+        conn.zcard(&timeouts).await.unwrap(),
+        conn.llen(&delayed).await.unwrap(),
+    );
+    assert_eq!(lens, (4, 0), "nothing in the delay list");
+    assert!(queue.contains(&"later".into()).await.unwrap());
+    assert!(queue.remove(&"b".into()).await.unwrap());
+    assert!(!queue.contains(&"b".into()).await.unwrap());
+    // Redisson's transfer moves lean elements (its LREM finds nothing and costs nothing).
+    let () = keylatch::redis::Script::new(REDISSON_TRANSFER)
+        .key(&dest)
+        .key(&timeouts)
+        .key(&delayed)
+        .arg(now_ms() + 1000)
+        .arg(100)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let mut moved: Vec<String> = conn.lrange(&dest, 0, -1).await.unwrap();
+    moved.sort();
+    assert_eq!(moved, ["a", "c"]);
+    assert!(queue.poll().await.unwrap().is_some());
+    assert!(queue.poll().await.unwrap().is_some());
+    assert_eq!(queue.poll().await.unwrap(), None);
+    assert_eq!(queue.len().await.unwrap(), 1);
+    queue.destroy().await.unwrap();
+    client.shutdown().await.unwrap();
+}

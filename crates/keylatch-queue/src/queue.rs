@@ -67,6 +67,8 @@ const SEEN_PER_CALL: usize = 16;
 pub struct DelayedQueue<C: Codec = Bytes> {
     pub(crate) inner: Arc<Inner>,
     pub(crate) reliable: ReliableOptions,
+    /// Offers leave the delay list out ([`with_lean_layout`](DelayedQueue::with_lean_layout)).
+    pub(crate) lean: bool,
     codec: PhantomData<fn() -> C>,
 }
 
@@ -75,6 +77,7 @@ impl<C: Codec> Clone for DelayedQueue<C> {
         DelayedQueue {
             inner: self.inner.clone(),
             reliable: self.reliable,
+            lean: self.lean,
             codec: PhantomData,
         }
     }
@@ -102,6 +105,7 @@ impl<C: Codec> DelayedQueue<C> {
                 seen: Mutex::new(Vec::new()),
             }),
             reliable: ReliableOptions::default(),
+            lean: false,
             codec: PhantomData,
         }
     }
@@ -121,6 +125,7 @@ impl<C: Codec> DelayedQueue<C> {
         DelayedQueue {
             inner: self.inner.clone(),
             reliable: self.reliable,
+            lean: self.lean,
             codec: PhantomData,
         }
     }
@@ -172,7 +177,8 @@ impl<C: Codec> DelayedQueue<C> {
             .arg(at)
             .arg(&id.as_bytes()[..8])
             .arg(encoded)
-            .arg(mode);
+            .arg(mode)
+            .arg(if self.lean { "lean" } else { "full" });
         let due = self.inner.client.eval_value(&call).await?;
         let due = as_u64(&due).ok_or(Error::UnexpectedReply {
             what: "queue_offer",

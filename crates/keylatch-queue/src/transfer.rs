@@ -12,6 +12,20 @@ use crate::reply::{Transfer, as_u64};
 use crate::scripts::TRANSFER;
 
 impl<C: Codec> DelayedQueue<C> {
+    /// This handle with the lean layout for its offers: an element goes into the delay zset
+    /// only, not into Redisson's delay list (`redisson_delay_queue:{N}`). Moving a due element
+    /// out of the list is an `LREM`, a scan of the whole list; with no list to scan, a move
+    /// costs O(log n) however large the backlog (`cargo bench -p keylatch-tests --bench
+    /// queue`). Every take, [`transfer`](DelayedQueue::transfer), Redisson's transfer task
+    /// and Redisson's consumers of the destination list deliver lean elements as any other;
+    /// Redisson's `RDelayedQueue` methods that read the delay list (`poll`, `peek`, `size`,
+    /// `readAll`, its iterator) do not see them. Elements offered in Redisson's layout
+    /// meanwhile still cost their scan.
+    pub fn with_lean_layout(mut self) -> Self {
+        self.lean = true;
+        self
+    }
+
     /// Moves up to [`MOVE_BATCH`] due elements to the destination list (what Redisson's
     /// transfer task does, with the server's clock), whatever codec wrote them: values move as
     /// bytes. Returns how many moved and when the next delayed element is due.
