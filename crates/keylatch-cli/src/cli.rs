@@ -252,6 +252,9 @@ pub enum QueueCodec {
     String,
     /// A signed 64-bit integer in decimal (LongCodec).
     Long,
+    /// Redisson's default codec (Kryo5Codec): `offer` writes a java.lang.String; `take` prints
+    /// a String, Integer or Long and refuses other classes (exit 64, the element kept aside).
+    Kryo,
 }
 
 /// `keylatch queue`.

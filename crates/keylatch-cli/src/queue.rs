@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use keylatch::queue::{Bytes, Codec, DelayedQueue, Long, Utf8};
+use keylatch::queue::{Bytes, Codec, DelayedQueue, Kryo5, KryoScalar, Long, Utf8};
 use keylatch::redis::{self, Value};
 use keylatch::{Client, Config};
 use serde_json::json;
@@ -43,6 +43,9 @@ async fn run(client: &Client, command: QueueCommand) -> Result<u8, Failure> {
                         )
                     })?;
                     offer::<Long>(client, &name, &n, delay).await?
+                }
+                QueueCodec::Kryo => {
+                    offer::<Kryo5>(client, &name, &KryoScalar::String(value), delay).await?
                 }
             };
             println!("{}", humantime::format_rfc3339_millis(due));
@@ -112,6 +115,15 @@ async fn take(
         QueueCodec::Long => one(queue.with_codec::<Long>(), wait)
             .await?
             .map(|n| line(n.to_string())),
+        QueueCodec::Kryo => {
+            one(queue.with_codec::<Kryo5>(), wait)
+                .await?
+                .map(|value| match value {
+                    KryoScalar::String(text) => line(text),
+                    KryoScalar::Integer(n) => line(n.to_string()),
+                    KryoScalar::Long(n) => line(n.to_string()),
+                })
+        }
     })
 }
 

@@ -80,6 +80,42 @@ fn offer_then_take_round_trips_each_codec_in_due_order() {
     );
     assert_eq!(bad.status.code(), Some(64));
 
+    // Kryo5Codec's bytes of "é": the class id of String, the flagged length, UTF-8.
+    ok(output(
+        &server,
+        &["queue", "offer", "cli-q-kryo", "é", "--codec", "kryo"],
+    ));
+    let stored = ok(output(
+        &server,
+        &[
+            "queue",
+            "take",
+            "cli-q-kryo",
+            "--codec",
+            "bytes",
+            "--wait",
+            "5s",
+        ],
+    ));
+    assert_eq!(stored.stdout, [0x03, 0x82, 0xC3, 0xA9]);
+    ok(output(
+        &server,
+        &["queue", "offer", "cli-q-kryo", "é", "--codec", "kryo"],
+    ));
+    let kryo = ok(output(
+        &server,
+        &[
+            "queue",
+            "take",
+            "cli-q-kryo",
+            "--codec",
+            "kryo",
+            "--wait",
+            "5s",
+        ],
+    ));
+    assert_eq!(stdout(&kryo), "é\n");
+
     ok(output(
         &server,
         &["queue", "offer", "cli-q-bytes", "raw", "--codec", "bytes"],
