@@ -199,3 +199,44 @@ async fn an_unacknowledged_delivery_comes_back_counted_and_a_late_ack_is_refused
     queue.destroy().await.unwrap();
     client.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_reliable_take_dropped_while_its_reply_is_in_flight_delivers_its_element_again() {
+    let server = server();
+    let config = keylatch::Config::builder()
+        .url(server.url())
+        .response_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let client = keylatch::Client::connect_with(config).await.unwrap();
+    let queue = client
+        .delayed_queue::<Utf8>(&unique("reliable-drop"))
+        .unwrap()
+        .with_visibility_timeout(Duration::from_millis(500))
+        .unwrap();
+    queue.offer(&"only".into(), Duration::ZERO).await.unwrap();
+    // Sent to a stopped server and dropped: the server runs it later, nobody gets the reply.
+    server.pause().unwrap();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(150),
+        queue.poll_reliably_for(Duration::ZERO),
+    )
+    .await;
+    assert!(dropped.is_err(), "the server did not answer");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.resume().unwrap();
+    // At least once: after the visibility timeout it is delivered again, counted twice.
+    let again = queue
+        .poll_reliably_for(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the element of the dropped take was lost");
+    assert_eq!(
+        (again.value().as_str(), again.delivery_count()),
+        ("only", 2)
+    );
+    assert!(queue.ack(&again).await.unwrap());
+    assert_eq!(queue.counts().await.unwrap().total(), 0);
+    client.shutdown().await.unwrap();
+}
