@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use keylatch::queue::{Bytes, Long, Utf8};
+use keylatch::queue::{Bytes, JavaClass, JavaLong, JsonJackson, Kryo5, KryoScalar, Long, Utf8};
 use keylatch::redis::AsyncCommands;
 use keylatch_tests::{client, eventually, raw, server, unique};
 
@@ -296,5 +296,134 @@ async fn bad_input_is_refused_before_anything_is_written() {
         Err(keylatch::Error::InvalidConfig { .. })
     ));
     assert_eq!(queue.len().await.unwrap(), 0);
+    client.shutdown().await.unwrap();
+}
+
+/// `Order` of crates/redis/keylatch-queue/tests/jackson/JacksonVectors.java.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Order {
+    id: i64,
+    name: String,
+    paid: bool,
+    qty: Option<i32>,
+    zeta: i32,
+    total: Option<JavaLong>,
+}
+
+impl JavaClass for Order {
+    const JAVA_CLASS: &'static str = "JacksonVectors$Order";
+}
+
+#[tokio::test]
+async fn kryo5_and_jackson_bytes_offered_by_redissons_script_are_read_and_written_alike() {
+    let server = server();
+    let client = client(&server).await;
+    let mut conn = raw(&server).await;
+    let name = unique("codecs");
+    let [dest, timeouts, delayed, channel] = keys(&name);
+    // What Redisson's Kryo5Codec writes for "é" and for 2^55 (the 9-byte varlong), and what its
+    // JsonJacksonCodec writes for JacksonVectors' Order.
+    let jackson = r#"{"@class":"JacksonVectors$Order","id":42,"name":"n","paid":true,"total":["java.lang.Long",5],"zeta":-7}"#;
+    let values: [&[u8]; 3] = [
+        &[0x03, 0x82, 0xC3, 0xA9],
+        &[0x09, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01],
+        jackson.as_bytes(),
+    ];
+    for (i, value) in values.iter().enumerate() {
+        let () = keylatch::redis::Script::new(REDISSON_OFFER)
+            .key(&dest)
+            .key(&timeouts)
+            .key(&delayed)
+            .key(&channel)
+            .arg(now_ms() + 20 * i as u64)
+            .arg(&[i as u8; 8][..])
+            .arg(*value)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let kryo = client.delayed_queue::<Kryo5>(&name).unwrap();
+    let first = kryo.poll_for(Duration::from_secs(5)).await.unwrap();
+    let second = kryo.poll_for(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first, Some(KryoScalar::String("é".into())));
+    assert_eq!(second, Some(KryoScalar::Long(1 << 55)));
+    let json = kryo.with_codec::<JsonJackson<Order>>();
+    let order = json
+        .poll_for(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (order.id, order.total, order.qty),
+        (42, Some(JavaLong(5)), None)
+    );
+    // keylatch's offers store the same bytes: Redisson's transfer moves them to the list.
+    kryo.offer(&KryoScalar::String("é".into()), Duration::ZERO)
+        .await
+        .unwrap();
+    json.offer(&order, Duration::ZERO).await.unwrap();
+    let () = keylatch::redis::Script::new(REDISSON_TRANSFER)
+        .key(&dest)
+        .key(&timeouts)
+        .key(&delayed)
+        .arg(now_ms() + 1000)
+        .arg(100)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let moved: Vec<Vec<u8>> = conn.lrange(&dest, 0, -1).await.unwrap();
+    let mut expected = vec![values[0].to_vec(), jackson.as_bytes().to_vec()];
+    let mut moved_sorted = moved.clone();
+    moved_sorted.sort();
+    expected.sort();
+    assert_eq!(moved_sorted, expected);
+    kryo.destroy().await.unwrap();
+    client.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_lean_layout_keeps_the_delay_list_empty_and_is_still_delivered_by_everyone() {
+    let server = server();
+    let client = client(&server).await;
+    let mut conn = raw(&server).await;
+    let name = unique("lean");
+    let [dest, timeouts, delayed, _] = keys(&name);
+    let queue = client
+        .delayed_queue::<Utf8>(&name)
+        .unwrap()
+        .with_lean_layout();
+    for value in ["a", "b", "c"] {
+        queue.offer(&value.into(), Duration::ZERO).await.unwrap();
+    }
+    queue
+        .offer(&"later".into(), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let lens: (u64, u64) = (
+        conn.zcard(&timeouts).await.unwrap(),
+        conn.llen(&delayed).await.unwrap(),
+    );
+    assert_eq!(lens, (4, 0), "nothing in the delay list");
+    assert!(queue.contains(&"later".into()).await.unwrap());
+    assert!(queue.remove(&"b".into()).await.unwrap());
+    assert!(!queue.contains(&"b".into()).await.unwrap());
+    // Redisson's transfer moves lean elements (its LREM finds nothing and costs nothing).
+    let () = keylatch::redis::Script::new(REDISSON_TRANSFER)
+        .key(&dest)
+        .key(&timeouts)
+        .key(&delayed)
+        .arg(now_ms() + 1000)
+        .arg(100)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let mut moved: Vec<String> = conn.lrange(&dest, 0, -1).await.unwrap();
+    moved.sort();
+    assert_eq!(moved, ["a", "c"]);
+    assert!(queue.poll().await.unwrap().is_some());
+    assert!(queue.poll().await.unwrap().is_some());
+    assert_eq!(queue.poll().await.unwrap(), None);
+    assert_eq!(queue.len().await.unwrap(), 1);
+    queue.destroy().await.unwrap();
     client.shutdown().await.unwrap();
 }

@@ -24,6 +24,17 @@ pub(crate) struct Keys {
     pub(crate) channel: String,
     /// keylatch's list of elements neither packing reads, `keylatch_queue:{name}:unreadable`.
     pub(crate) unreadable: String,
+    /// Reliable takes' elements being processed, `keylatch_queue:{name}:processing`: a hash,
+    /// `<consumer>:<delivery>` → `<delivery count>:<value>`.
+    pub(crate) processing: String,
+    /// When each of those becomes visible again, `keylatch_queue:{name}:deadlines`: a zset.
+    pub(crate) deadlines: String,
+    /// Elements given back for another delivery, `keylatch_queue:{name}:retry`: a list of
+    /// `<delivery count>:<value>`, taken before the destination list.
+    pub(crate) retry: String,
+    /// Elements delivered the most times without an acknowledgement,
+    /// `keylatch_queue:{name}:dead`: a list of values.
+    pub(crate) dead: String,
     /// The prefix of keylatch's claims, `keylatch_queue:{name}:claim:`.
     claim_prefix: String,
 }
@@ -37,6 +48,10 @@ impl Keys {
             delayed: prefixed("redisson_delay_queue", name),
             channel: prefixed("redisson_delay_queue_channel", name),
             unreadable: format!("{own}:unreadable"),
+            processing: format!("{own}:processing"),
+            deadlines: format!("{own}:deadlines"),
+            retry: format!("{own}:retry"),
+            dead: format!("{own}:dead"),
             claim_prefix: format!("{own}:claim:"),
         }
     }
@@ -59,6 +74,8 @@ mod tests {
         assert_eq!(keys.delayed, "redisson_delay_queue:{orders}");
         assert_eq!(keys.channel, "redisson_delay_queue_channel:{orders}");
         assert_eq!(keys.unreadable, "keylatch_queue:{orders}:unreadable");
+        assert_eq!(keys.processing, "keylatch_queue:{orders}:processing");
+        assert_eq!(keys.dead, "keylatch_queue:{orders}:dead");
         assert!(keys.claim().starts_with("keylatch_queue:{orders}:claim:"));
         let tagged = Keys::new("{t}orders");
         assert_eq!(tagged.timeouts, "redisson_delay_queue_timeout:{t}orders");

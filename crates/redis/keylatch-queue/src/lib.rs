@@ -13,6 +13,9 @@
 //!   offers with a delay and for takes.
 //! - **Nothing lost to a lost reply**: a take whose reply never arrived (or whose future was
 //!   dropped) puts its element back.
+//! - **A reliable mode** (at least once): [`DelayedQueue::take_reliably`] returns a
+//!   [`Delivery`] to [`ack`](DelayedQueue::ack); one not acknowledged within the visibility
+//!   timeout is delivered again, counted, and dead-lettered after the most deliveries.
 //!
 //! ```no_run
 //! # async fn demo(client: keylatch::Client) -> keylatch::Result<()> {
@@ -33,12 +36,19 @@
 
 mod claim;
 mod codec;
+mod json;
 mod keys;
+mod kryo;
 mod queue;
+mod reliable;
 mod reply;
 mod scripts;
+mod transfer;
 
 pub use codec::{Bytes, Codec, Long, Utf8};
+pub use json::{JavaClass, JavaLong, JsonJackson};
+pub use kryo::{Kryo5, KryoScalar};
 pub use queue::{DelayedQueue, MAX_DELAY, MOVE_BATCH};
-pub use reply::QueueCounts;
+pub use reliable::Delivery;
+pub use reply::{QueueCounts, ReliableOptions, Transfer};
 pub use scripts::SCRIPTS;

@@ -1,5 +1,5 @@
-//! `DelayedQueue`: the handle, its calls and its wait. Imports `codec`, `keys`, `claim` and
-//! `scripts` of this crate, `keylatch-core` and `keylatch-redis`.
+//! `DelayedQueue`: the handle, its calls and its wait. Imports `codec`, `keys`, `claim`,
+//! `reply` and `scripts` of this crate, `keylatch-core` and `keylatch-redis`.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use crate::claim::ClaimUndo;
 use crate::codec::{Bytes, Codec};
 use crate::keys::Keys;
-use crate::reply::{QueueCounts, as_u64, millis};
-use crate::scripts::{CONTAINS, COUNTS, OFFER, PEEK, POLL, REMOVE, TRANSFER};
+use crate::reply::{QueueCounts, ReliableOptions, as_u64, millis};
+use crate::scripts::{CONTAINS, COUNTS, OFFER, PEEK, POLL, REMOVE};
 
 /// The most due elements one call moves to the destination list (Redisson's transfer moves
 /// 100 per call too); a take that finds more due moves the rest on its next calls.
@@ -65,7 +65,10 @@ const SEEN_PER_CALL: usize = 16;
 /// ```
 #[derive(Debug)]
 pub struct DelayedQueue<C: Codec = Bytes> {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) reliable: ReliableOptions,
+    /// Offers leave the delay list out ([`with_lean_layout`](DelayedQueue::with_lean_layout)).
+    pub(crate) lean: bool,
     codec: PhantomData<fn() -> C>,
 }
 
@@ -73,16 +76,18 @@ impl<C: Codec> Clone for DelayedQueue<C> {
     fn clone(&self) -> Self {
         DelayedQueue {
             inner: self.inner.clone(),
+            reliable: self.reliable,
+            lean: self.lean,
             codec: PhantomData,
         }
     }
 }
 
 #[derive(Debug)]
-struct Inner {
-    client: Client,
+pub(crate) struct Inner {
+    pub(crate) client: Client,
     name: String,
-    keys: Keys,
+    pub(crate) keys: Keys,
     /// Claims of takes whose replies were seen: deleted by the next take.
     seen: Mutex<Vec<String>>,
 }
@@ -99,6 +104,8 @@ impl<C: Codec> DelayedQueue<C> {
                 name,
                 seen: Mutex::new(Vec::new()),
             }),
+            reliable: ReliableOptions::default(),
+            lean: false,
             codec: PhantomData,
         }
     }
@@ -117,6 +124,8 @@ impl<C: Codec> DelayedQueue<C> {
     pub fn with_codec<D: Codec>(&self) -> DelayedQueue<D> {
         DelayedQueue {
             inner: self.inner.clone(),
+            reliable: self.reliable,
+            lean: self.lean,
             codec: PhantomData,
         }
     }
@@ -168,7 +177,8 @@ impl<C: Codec> DelayedQueue<C> {
             .arg(at)
             .arg(&id.as_bytes()[..8])
             .arg(encoded)
-            .arg(mode);
+            .arg(mode)
+            .arg(if self.lean { "lean" } else { "full" });
         let due = self.inner.client.eval_value(&call).await?;
         let due = as_u64(&due).ok_or(Error::UnexpectedReply {
             what: "queue_offer",
@@ -350,7 +360,13 @@ impl<C: Codec> DelayedQueue<C> {
     pub async fn counts(&self) -> Result<QueueCounts> {
         self.validate()?;
         let keys = &self.inner.keys;
-        let call = COUNTS.call().key(&keys.destination).key(&keys.timeouts);
+        let call = COUNTS
+            .call()
+            .key(&keys.destination)
+            .key(&keys.timeouts)
+            .key(&keys.processing)
+            .key(&keys.retry)
+            .key(&keys.dead);
         let reply = self.inner.client.eval_value(&call).await?;
         let bad = || Error::UnexpectedReply {
             what: "queue_counts",
@@ -365,6 +381,9 @@ impl<C: Codec> DelayedQueue<C> {
             due: at(1).ok_or_else(bad)?,
             ready: at(2).ok_or_else(bad)?,
             oldest_overdue: at(3).map(|due| Duration::from_millis(now.saturating_sub(due))),
+            processing: at(5).ok_or_else(bad)?,
+            retrying: at(6).ok_or_else(bad)?,
+            dead: at(7).ok_or_else(bad)?,
         })
     }
 
@@ -422,40 +441,6 @@ impl<C: Codec> DelayedQueue<C> {
         }
     }
 
-    /// Moves up to [`MOVE_BATCH`] due elements to the destination list (what Redisson's
-    /// transfer task does, with the server's clock). Returns how many moved and when the next
-    /// delayed element is due (by the server's clock).
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], Redis errors.
-    pub async fn transfer(&self) -> Result<(u64, Option<SystemTime>)> {
-        self.validate()?;
-        let keys = &self.inner.keys;
-        let call = TRANSFER
-            .call()
-            .key(&keys.destination)
-            .key(&keys.timeouts)
-            .key(&keys.delayed)
-            .key(&keys.unreadable)
-            .arg(MOVE_BATCH);
-        let Value::Array(items) = self.inner.client.eval_value(&call).await? else {
-            return Err(Error::UnexpectedReply {
-                what: "queue_transfer",
-            });
-        };
-        let moved = items
-            .first()
-            .and_then(as_u64)
-            .ok_or(Error::UnexpectedReply {
-                what: "queue_transfer",
-            })?;
-        let next = items
-            .get(1)
-            .and_then(as_u64)
-            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
-        Ok((moved, next))
-    }
-
     /// Deletes every element, delayed and ready (the queue's four keys' data; claims of takes
     /// in flight expire by themselves).
     ///
@@ -466,7 +451,12 @@ impl<C: Codec> DelayedQueue<C> {
         let keys = &self.inner.keys;
         keylatch_redis::object::delete(
             &self.inner.client,
-            &[&keys.destination, &keys.timeouts, &keys.delayed],
+            &[
+                &keys.destination,
+                &keys.timeouts,
+                &keys.delayed,
+                &keys.retry,
+            ],
         )
         .await
         .map(|_| ())
@@ -479,12 +469,18 @@ impl<C: Codec> DelayedQueue<C> {
     pub async fn destroy(&self) -> Result<()> {
         self.clear().await?;
         let keys = &self.inner.keys;
-        keylatch_redis::object::delete(&self.inner.client, &[&keys.unreadable])
+        let own: [&str; 4] = [
+            &keys.unreadable,
+            &keys.processing,
+            &keys.deadlines,
+            &keys.dead,
+        ];
+        keylatch_redis::object::delete(&self.inner.client, &own)
             .await
             .map(|_| ())
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         self.inner.client.validate_name(&self.inner.name)
     }
 }

@@ -29,7 +29,25 @@ pub(crate) static PEEK: LuaScript =
 pub(crate) static COUNTS: LuaScript =
     LuaScript::freeing_with("queue_counts", PRELUDE, include_str!("lua/counts.lua"));
 
+/// A reliable take: gives back late deliveries, moves what is due, takes into processing.
+pub(crate) static TAKE_RELIABLY: LuaScript = LuaScript::taking_with(
+    "queue_take_reliably",
+    PRELUDE,
+    include_str!("lua/take_reliably.lua"),
+);
+/// Acknowledges a reliable take's delivery.
+pub(crate) static ACK: LuaScript = LuaScript::freeing("queue_ack", include_str!("lua/ack.lua"));
+
 /// Every script of the queue, for [`Client::preload`](keylatch_redis::Client::preload).
 pub static SCRIPTS: &[&LuaScript] = &[
-    &OFFER, &POLL, &UNDO_POLL, &TRANSFER, &REMOVE, &CONTAINS, &PEEK, &COUNTS,
+    &OFFER,
+    &POLL,
+    &UNDO_POLL,
+    &TRANSFER,
+    &REMOVE,
+    &CONTAINS,
+    &PEEK,
+    &COUNTS,
+    &TAKE_RELIABLY,
+    &ACK,
 ];

@@ -106,6 +106,17 @@ pub enum Command {
                       a permission; 70 for any other error."
     )]
     Latch(LatchCommand),
+    /// Offer to, take from, inspect a delayed queue (Redisson's RDelayedQueue layout), or run a
+    /// transfer agent for it.
+    #[command(
+        subcommand,
+        after_help = "Exit codes: 0 on success; `take` 75 when --wait passed with nothing due, \
+                      130 (SIGINT) or 143 (SIGTERM) when interrupted; 64 for bad arguments (a \
+                      value the codec refuses included); 69 when Redis cannot be reached; 77 \
+                      when Redis refused the credentials or a permission; 70 for any other \
+                      error."
+    )]
+    Queue(QueueCommand),
     /// Measure the primitives against the raw requests they need on this store (Redis:
     /// EVALSHA; ZooKeeper: create + getChildren + delete), optionally beside a second store.
     Bench(BenchArgs),
@@ -229,6 +240,72 @@ pub enum LatchCommand {
         /// reads the count once.
         #[arg(long, value_name = "DUR", value_parser = parse_duration)]
         wait: Option<Duration>,
+    },
+}
+
+/// How `keylatch queue` reads and writes values: Redisson's codec of the same name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum QueueCodec {
+    /// The value's bytes as they are (ByteArrayCodec); `take` prints them with no newline.
+    Bytes,
+    /// UTF-8 text (StringCodec).
+    String,
+    /// A signed 64-bit integer in decimal (LongCodec).
+    Long,
+    /// Redisson's default codec (Kryo5Codec): `offer` writes a java.lang.String; `take` prints
+    /// a String, Integer or Long and refuses other classes (exit 64, the element kept aside).
+    Kryo,
+}
+
+/// `keylatch queue`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Offer VALUE to the queue, due after --delay by the server's clock; prints the due time.
+    Offer {
+        /// The queue name.
+        name: String,
+        /// The value (one starting with `-`, such as `-42`, is taken as a value).
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        /// How long until the value is due.
+        #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
+        delay: Duration,
+        /// How the value is stored.
+        #[arg(long, value_enum, default_value_t = QueueCodec::String)]
+        codec: QueueCodec,
+    },
+    /// Take the next due value and print it.
+    Take {
+        /// The queue name.
+        name: String,
+        /// Give up after this long (exit 75); without it, wait as long as it takes. `0s`
+        /// takes only what is due now.
+        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        wait: Option<Duration>,
+        /// How the value is read.
+        #[arg(long, value_enum, default_value_t = QueueCodec::String)]
+        codec: QueueCodec,
+    },
+    /// Show the queue's backlog, what is due now, what is ready, the oldest overdue element's
+    /// age and the subscribers of its channel (Redisson's transfer tasks among them).
+    Inspect {
+        /// The queue name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a transfer agent: move due elements of each queue to its list (as Redisson's
+    /// transfer task does, for any codec), until SIGINT or SIGTERM (exit 0). It sleeps until
+    /// the next due time, a message on the queue's channel or --max-sleep; after pub/sub or
+    /// connection trouble it re-subscribes and re-scans, and prints one line per recovery.
+    Transfer {
+        /// The queue names.
+        #[arg(required = true, num_args = 1.., value_name = "NAME")]
+        names: Vec<String>,
+        /// The longest sleep between two scans, whatever the channel says.
+        #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+        max_sleep: Duration,
     },
 }
 

@@ -6,6 +6,8 @@
 //! keylatch run --semaphore 3 encoders -- ffmpeg ...   # at most 3 at once, fleet-wide
 //! keylatch inspect nightly-report --json
 //! keylatch latch wait --wait 1m shards-loaded          # until the count is 0 (exit 75 if not)
+//! keylatch queue offer reminders "call back" --delay 30s
+//! keylatch queue transfer reminders order-timeouts     # a transfer agent for Java clients
 //! keylatch --url zk://127.0.0.1:2181 demo              # the demo's story on ZooKeeper
 //! keylatch --url redis://127.0.0.1:6379 bench --compare zk://127.0.0.1:2181
 //! ```
@@ -21,6 +23,8 @@ mod failure;
 mod inspect;
 mod inspect_zk;
 mod latch;
+mod queue;
+mod queue_agent;
 mod reap;
 mod run;
 mod zk_raw;
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
                 Command::Run(args) => run::run(config, args).await,
                 Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
                 Command::Latch(command) => latch::latch(config, command).await,
+                Command::Queue(command) => queue::queue(config, command).await,
                 Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),
                 Command::Demo if zk_raw::is_zookeeper(&config) => demo_zk::demo(config).await,
                 Command::Demo => demo::demo(config).await,

@@ -188,3 +188,65 @@ fn a_malformed_cluster_url_exits_64_and_an_unavailable_cluster_69() {
         assert_eq!(out.status.code(), Some(69), "{url}: {stderr}");
     }
 }
+
+#[test]
+fn queue_offer_take_inspect_and_transfer_on_a_cluster() {
+    let cluster = RedisCluster::start().expect("start a cluster (run ./scripts/setup.sh)");
+    let seeds = cluster.seed_url();
+    let run = |args: &[&str]| {
+        let out = keylatch(&seeds, args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&["queue", "offer", "cq-a", "one", "--delay", "100ms"]);
+    assert_eq!(run(&["queue", "take", "cq-a", "--wait", "10s"]), "one\n");
+    // The agent moves due elements of a queue on each primary it is given.
+    let _agent = KilledOnDrop(
+        keylatch(&seeds, &["queue", "transfer", "cq-b", "cq-c", "cq-d"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for name in ["cq-b", "cq-c", "cq-d"] {
+        run(&["queue", "offer", name, name, "--delay", "300ms"]);
+    }
+    let started = std::time::Instant::now();
+    let moved = |name: &str| {
+        cluster
+            .node_for_key(name)
+            .unwrap()
+            .cli(&["LLEN", name])
+            .unwrap()
+    };
+    while ["cq-b", "cq-c", "cq-d"].iter().any(|n| moved(n) != "1") {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the agent did not move every queue's element"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let report = json_output(
+        &keylatch(&seeds, &["queue", "inspect", "cq-b", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        (report["backlog"].clone(), report["ready"].clone()),
+        (0.into(), 1.into())
+    );
+    assert_eq!(report["sharded_subscribers"], 1, "{report}");
+}
+
+/// A process killed (and reaped) when the test ends, whether or not it failed.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

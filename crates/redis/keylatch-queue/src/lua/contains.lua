@@ -1,9 +1,8 @@
--- keylatch delayed queue: whether a value is delayed or ready.
--- KEYS[1] the destination list, KEYS[3] the delay list; ARGV[1] the encoded value
-local n = redis.call('llen', KEYS[3])
-for i = 0, n - 1 do
-  local v = redis.call('lindex', KEYS[3], i)
-  if v and unpack_element(v) == ARGV[1] then
+-- keylatch delayed queue: whether a value is delayed (in the zset, which holds every delayed
+-- element of both layouts) or ready.
+-- KEYS[1] the destination list, KEYS[2] the delay zset; ARGV[1] the encoded value
+for _, v in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
+  if unpack_element(v) == ARGV[1] then
     return 1
   end
 end

@@ -2,7 +2,9 @@
 -- KEYS[1] the destination list, KEYS[2] the delay zset, KEYS[3] the delay list, KEYS[4] the
 -- channel
 -- ARGV[1] the delay in ms (ARGV[4] = 'd': due at the server's now + delay) or the due time in ms
--- since the epoch (ARGV[4] = 'a'), ARGV[2] the random id (8 bytes), ARGV[3] the encoded value
+-- since the epoch (ARGV[4] = 'a'), ARGV[2] the random id (8 bytes), ARGV[3] the encoded value,
+-- ARGV[5] 'lean' to leave the element out of the delay list (keylatch's lean layout: moving it
+-- then costs no scan of that list)
 -- Returns the due time in ms.
 local due
 if ARGV[4] == 'd' then
@@ -12,7 +14,9 @@ else
 end
 local value = struct.pack('Bc0Lc0', string.len(ARGV[2]), ARGV[2], string.len(ARGV[3]), ARGV[3])
 redis.call('zadd', KEYS[2], ms(due), value)
-redis.call('rpush', KEYS[3], value)
+if ARGV[5] ~= 'lean' then
+  redis.call('rpush', KEYS[3], value)
+end
 -- A new head: every transfer task (Redisson's) and waiting consumer learns its due time.
 local v = redis.call('zrange', KEYS[2], 0, 0)
 if v[1] == value then

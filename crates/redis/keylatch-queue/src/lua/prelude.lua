@@ -54,3 +54,32 @@ local function move_due(now, limit)
   end
   return #due
 end
+
+-- A processing or retry record `<delivery count>:<value>`: the count and the value.
+local function split_record(record)
+  local i = string.find(record, ':', 1, true)
+  return tonumber(string.sub(record, 1, i - 1)), string.sub(record, i + 1)
+end
+
+-- Gives back up to `limit` deliveries whose visibility timeout passed by `now` (KEYS[6] the
+-- deadlines zset, KEYS[5] the processing hash): to the retry list (KEYS[7]) for another
+-- delivery, or to the dead-letter list (KEYS[8]) once delivered `max` times.
+local function reclaim(now, max, limit)
+  local late = redis.call('zrangebyscore', KEYS[6], 0, now, 'limit', 0, limit)
+  for _, field in ipairs(late) do
+    local record = redis.call('hget', KEYS[5], field)
+    if record then
+      local count, value = split_record(record)
+      if count >= max then
+        redis.call('rpush', KEYS[8], value)
+      else
+        redis.call('rpush', KEYS[7], record)
+      end
+      redis.call('hdel', KEYS[5], field)
+    end
+  end
+  if #late > 0 then
+    redis.call('zrem', KEYS[6], unpack(late))
+  end
+  return #late
+end
