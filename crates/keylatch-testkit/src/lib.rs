@@ -109,6 +109,7 @@
 
 mod build;
 mod cluster;
+mod postgres;
 mod process;
 mod proxy;
 mod resp;
@@ -120,6 +121,7 @@ mod zookeeper;
 
 pub use build::{SERVER_ENV, ServerBuild, server_build, server_program, skip_without_tls};
 pub use cluster::{RedisCluster, RedisClusterBuilder};
+pub use postgres::{PostgresServer, postgres_available, postgres_bin_dir};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};
