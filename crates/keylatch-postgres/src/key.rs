@@ -17,8 +17,9 @@ use tokio_postgres::types::ToSql;
 /// SELECT pg_advisory_lock(hashtextextended('invoices', 0));
 /// ```
 ///
-/// (`hashtextextended` is PostgreSQL's stable text hash, available since PostgreSQL 11; its
-/// result depends only on the text's bytes, not on the server's locale.) An application that
+/// (`hashtextextended` is PostgreSQL's text hash, available since PostgreSQL 11; under a
+/// deterministic collation, the default, it depends only on the text's bytes in the server's
+/// encoding, so clients of one database agree on it.) An application that
 /// already uses `pg_advisory_lock(a, b)` or `pg_advisory_lock(n)` names that lock exactly
 /// with [`Pair`](AdvisoryKey::Pair) or [`Int64`](AdvisoryKey::Int64).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
