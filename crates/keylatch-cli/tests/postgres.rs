@@ -155,3 +155,43 @@ fn a_killed_holder_process_frees_the_lock_at_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--read` runs share the lock: each waits (10 s at most) to see the other inside.
+#[test]
+fn read_runs_share_the_lock() {
+    let server = pg();
+    let dir = scratch("pg-readers");
+    let script = |me: &str, other: &str| {
+        format!(
+            "touch {me}; i=0; while [ ! -e {other} ]; do i=$((i+1)); [ $i -gt 200 ] && exit 9; \
+             sleep 0.05; done",
+            me = dir.join(me).display(),
+            other = dir.join(other).display()
+        )
+    };
+    let mut children: Vec<Running> = [("a", "b"), ("b", "a")]
+        .iter()
+        .map(|(me, other)| {
+            Running(
+                keylatch(
+                    &server,
+                    &[
+                        "run",
+                        "--read",
+                        "pg-readers",
+                        "--",
+                        "sh",
+                        "-c",
+                        &script(me, other),
+                    ],
+                )
+                .spawn()
+                .unwrap(),
+            )
+        })
+        .collect();
+    for child in &mut children {
+        assert_eq!(exit_within(child, Duration::from_secs(30)), Some(0));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

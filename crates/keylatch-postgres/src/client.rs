@@ -2,7 +2,7 @@
 //! [`PgConfig`].
 //!
 //! May import: keylatch-core, tokio-postgres, deadpool-postgres, `session`, `key`, `mutex`,
-//! `probe`.
+//! `rwlock`, `probe`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use crate::key::AdvisoryKey;
 use crate::mutex::PgMutex;
+use crate::rwlock::PgReadWriteLock;
 use crate::session::{Shared, pool_error};
 
 /// The settings of a [`PgClient`].
@@ -240,6 +241,27 @@ impl PgClient {
     pub fn lock_with_key(&self, name: &str, key: AdvisoryKey) -> Result<PgMutex> {
         keylatch_core::names::validate_name_length(name)?;
         Ok(PgMutex::new(self.shared.clone(), name, key))
+    }
+
+    /// The read-write lock `name` on the key `hashtextextended(name, 0)`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for an empty or too long name.
+    pub fn read_write_lock(&self, name: &str) -> Result<PgReadWriteLock> {
+        self.read_write_lock_with_key(name, AdvisoryKey::Hashed(name.to_owned()))
+    }
+
+    /// The read-write lock `name` on the advisory lock `key` given directly.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for an empty or too long name.
+    pub fn read_write_lock_with_key(
+        &self,
+        name: &str,
+        key: AdvisoryKey,
+    ) -> Result<PgReadWriteLock> {
+        keylatch_core::names::validate_name_length(name)?;
+        Ok(PgReadWriteLock::new(self.shared.clone(), name, key))
     }
 
     /// This client's UUID: the first half of its owner ids.

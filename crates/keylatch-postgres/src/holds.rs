@@ -63,7 +63,8 @@ async fn unlock(id: &HoldId, hold: PgHold) -> Result<()> {
     if conn.is_closed() {
         return Err(not_held());
     }
-    let sql = format!("SELECT {}", hold.key.call("pg_advisory_unlock", 1));
+    let unlock = hold.mode.function("pg_advisory_unlock");
+    let sql = format!("SELECT {}", hold.key.call(&unlock, 1));
     match conn.client().query_one(&sql, &hold.key.params()).await {
         Ok(row) if row.try_get::<_, bool>(0).unwrap_or(false) => {
             conn.give_back();
@@ -84,10 +85,11 @@ pub(crate) fn validity(shared: &Shared) -> Duration {
     shared.probe_timeout * PROBES_PER_VALIDITY
 }
 
-/// A guard for a hold the table already counts (a fresh hold inserted, or a re-entry).
+/// A guard for a hold the table already counts (a fresh hold inserted, or a re-entry): `key`
+/// is its hold key (the name, or the name's read side), `name` the lock's name.
 pub(crate) fn make_guard(
     shared: &Arc<Shared>,
-    key: Arc<str>,
+    (key, name): (Arc<str>, Arc<str>),
     owner: OwnerId,
     hold: &PgHold,
 ) -> LockGuard {
@@ -104,17 +106,26 @@ pub(crate) fn make_guard(
     });
     LockGuard::new(
         shared.background.clone(),
-        key,
+        name,
         owner,
         release,
         registered,
-        Some(hold.token),
+        hold.token,
     )
 }
 
 /// A hold for `owner` on `key`, entered again if this client already holds it (re-entry is
 /// counted here, the server sees one lock): `None` when it does not.
-pub(crate) fn reenter(shared: &Arc<Shared>, key: &Arc<str>, owner: OwnerId) -> Option<LockGuard> {
+pub(crate) fn reenter(
+    shared: &Arc<Shared>,
+    (key, name): (&Arc<str>, &Arc<str>),
+    owner: OwnerId,
+) -> Option<LockGuard> {
     let hold = shared.reenter(&hold_id(key, owner))?;
-    Some(make_guard(shared, key.clone(), owner, &hold))
+    Some(make_guard(
+        shared,
+        (key.clone(), name.clone()),
+        owner,
+        &hold,
+    ))
 }

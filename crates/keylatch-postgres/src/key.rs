@@ -78,6 +78,24 @@ impl AdvisoryKey {
     }
 }
 
+/// Which advisory lock mode a hold takes: exclusive (a lock, a write side) or shared (a read
+/// side: shared holders exclude exclusive ones only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Mode {
+    Exclusive,
+    Shared,
+}
+
+impl Mode {
+    /// `pg_advisory_lock` or `pg_advisory_lock_shared`, etc.: `base` in this mode.
+    pub(crate) fn function(self, base: &str) -> String {
+        match self {
+            Mode::Exclusive => base.to_owned(),
+            Mode::Shared => format!("{base}_shared"),
+        }
+    }
+}
+
 impl fmt::Display for AdvisoryKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -9,6 +9,9 @@
 //!   pooled connection taken out of the pool for the hold's life (unlocked and given back
 //!   after the release; discarded after a fault, which ends its session and frees the lock).
 //!   Re-entry is counted by the client; the server sees one lock.
+//! - [`PgReadWriteLock`]: readers in the advisory lock's shared mode, a writer in its
+//!   exclusive mode; writers are not starved (the server queues later readers behind a
+//!   waiting writer).
 //! - [`AdvisoryKey`]: a name maps to the key `hashtextextended(name, 0)`, which a `psql` user
 //!   computes the same way; a lock can also name a `bigint` key or a pair of `integer` keys
 //!   directly ([`PgClient::lock_with_key`]).
@@ -74,10 +77,12 @@ mod holds;
 mod key;
 mod mutex;
 mod probe;
+mod rwlock;
 mod session;
 
 pub use client::{PgClient, PgConfig, UrlError};
 pub use key::AdvisoryKey;
 pub use mutex::{FENCING_TABLE, PgMutex};
+pub use rwlock::PgReadWriteLock;
 /// The `tokio-postgres` crate this store is built on, for its error type (`SqlState`).
 pub use tokio_postgres;

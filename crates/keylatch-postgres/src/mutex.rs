@@ -16,7 +16,7 @@ use tokio_postgres::types::ToSql;
 
 use crate::conn::HeldConn;
 use crate::holds::{make_guard, reenter};
-use crate::key::AdvisoryKey;
+use crate::key::{AdvisoryKey, Mode};
 use crate::session::{PgHold, Shared, hold_id, pool_error, store_error};
 
 /// The table of fencing counters, one row per lock name.
@@ -36,7 +36,10 @@ pub const FENCING_TABLE: &str = "keylatch_fencing";
 pub struct PgMutex {
     shared: Arc<Shared>,
     name: Arc<str>,
+    /// The hold key in this client's tables: the name, or its read side's.
+    hold_key: Arc<str>,
     key: Arc<AdvisoryKey>,
+    mode: Mode,
     owner: Option<Owner>,
     reentrant: bool,
 }
@@ -46,6 +49,7 @@ impl fmt::Debug for PgMutex {
         f.debug_struct("PgMutex")
             .field("name", &self.name)
             .field("key", &self.key)
+            .field("mode", &self.mode)
             .field("owner", &self.owner)
             .field("reentrant", &self.reentrant)
             .finish()
@@ -54,10 +58,22 @@ impl fmt::Debug for PgMutex {
 
 impl PgMutex {
     pub(crate) fn new(shared: Arc<Shared>, name: &str, key: AdvisoryKey) -> PgMutex {
+        PgMutex::with_mode(shared, name, Arc::new(key), Mode::Exclusive)
+    }
+
+    /// A side of a read-write lock (`Shared`: the read side), or the lock itself.
+    pub(crate) fn with_mode(
+        shared: Arc<Shared>,
+        name: &str,
+        key: Arc<AdvisoryKey>,
+        mode: Mode,
+    ) -> PgMutex {
         PgMutex {
             shared,
             name: Arc::from(name),
-            key: Arc::new(key),
+            hold_key: hold_key(name, mode),
+            key,
+            mode,
             owner: None,
             reentrant: true,
         }
@@ -83,6 +99,45 @@ impl PgMutex {
     /// The advisory key the lock takes.
     pub fn key(&self) -> &AdvisoryKey {
         &self.key
+    }
+}
+
+/// The hold key of `name`'s holds in `mode` in this client's tables (a name cannot contain
+/// NUL: PostgreSQL's text cannot).
+fn hold_key(name: &str, mode: Mode) -> Arc<str> {
+    match mode {
+        Mode::Exclusive => Arc::from(name),
+        Mode::Shared => Arc::from(format!("{name}\0read")),
+    }
+}
+
+impl PgMutex {
+    /// Refuses an acquisition that would wait for the same owner's hold of the other mode
+    /// through this client (a hold is on another session, so the server would make it wait
+    /// for ever): a reader asking for the write lock, a writer asking for the read lock.
+    fn refuse_self_wait(&self, owner: keylatch_core::OwnerId) -> Result<()> {
+        let other = match self.mode {
+            Mode::Exclusive => Mode::Shared,
+            Mode::Shared => Mode::Exclusive,
+        };
+        if self
+            .shared
+            .hold(&hold_id(&hold_key(&self.name, other), owner))
+            .is_none()
+        {
+            return Ok(());
+        }
+        Err(match self.mode {
+            Mode::Exclusive => Error::UpgradeRefused {
+                name: self.name.to_string(),
+            },
+            Mode::Shared => Error::Unsupported {
+                primitive: "postgres read-write lock",
+                operation: "a read lock by the write holder",
+                reason: "the read would wait for the owner's own write hold (on another \
+                         session): release the write lock first",
+            },
+        })
     }
 }
 
@@ -131,18 +186,19 @@ impl DistributedLock for PgMutex {
         acquisition.naming(&self.name);
         let owner = Owner::or_unique(self.owner).resolve(self.shared.id);
         acquisition.owned_by(owner);
-        let id = hold_id(&self.name, owner);
+        let id = hold_id(&self.hold_key, owner);
         if !self.reentrant && self.shared.hold(&id).is_some() {
             return Err(Error::AlreadyHeld {
                 name: self.name.to_string(),
             });
         }
-        if let Some(guard) = reenter(&self.shared, &self.name, owner) {
+        self.refuse_self_wait(owner)?;
+        if let Some(guard) = reenter(&self.shared, (&self.hold_key, &self.name), owner) {
             acquisition.finish("acquired");
             return Ok(Some(guard));
         }
         let taken = tokio::select! {
-            taken = take(&self.shared, &self.name, &self.key, options) => taken,
+            taken = take(&self.shared, (&self.name, &self.key, self.mode), options) => taken,
             () = background.closing() => Err(Error::Closed),
         };
         let Some((conn, token)) = background.open(taken)? else {
@@ -154,6 +210,7 @@ impl DistributedLock for PgMutex {
             PgHold {
                 conn: Arc::new(tokio::sync::Mutex::new(Some(conn))),
                 key: self.key.clone(),
+                mode: self.mode,
                 count: 1,
                 token,
             },
@@ -161,7 +218,7 @@ impl DistributedLock for PgMutex {
         acquisition.finish("acquired");
         Ok(Some(make_guard(
             &self.shared,
-            self.name.clone(),
+            (self.hold_key.clone(), self.name.clone()),
             owner,
             &hold,
         )))
@@ -219,10 +276,9 @@ impl DistributedLock for PgMutex {
 /// connection is discarded (see [`HeldConn`]).
 async fn take(
     shared: &Arc<Shared>,
-    name: &str,
-    key: &AdvisoryKey,
+    (name, key, mode): (&str, &AdvisoryKey, Mode),
     options: AcquireOptions,
-) -> Result<Option<(HeldConn, u64)>> {
+) -> Result<Option<(HeldConn, Option<u64>)>> {
     let deadline = options.deadline();
     // Opening a connection is not waiting for the lock: a try (or a short wait) still gets
     // the time a connection takes.
@@ -240,7 +296,10 @@ async fn take(
     );
     let mut params: Vec<&(dyn ToSql + Sync)> = key.params();
     let granted = if options.wait() == Some(Duration::ZERO) {
-        let sql = format!("SELECT {}", key.call("pg_try_advisory_lock", 1));
+        let sql = format!(
+            "SELECT {}",
+            key.call(&mode.function("pg_try_advisory_lock"), 1)
+        );
         let row = conn
             .client()
             .query_one(&sql, &params)
@@ -259,7 +318,7 @@ async fn take(
         let sql = format!(
             "SELECT set_config('lock_timeout', ${}, false), {}",
             params.len(),
-            key.call("pg_advisory_lock", 1)
+            key.call(&mode.function("pg_advisory_lock"), 1)
         );
         match conn.client().execute(&sql, &params).await {
             Ok(_) => true,
@@ -272,7 +331,11 @@ async fn take(
         conn.give_back();
         return Ok(None);
     }
-    let token = bump_fencing(shared, &conn, name).await?;
+    // Shared holders overlap each other: no token orders them.
+    let token = match mode {
+        Mode::Exclusive => Some(bump_fencing(shared, &conn, name).await?),
+        Mode::Shared => None,
+    };
     Ok(Some((conn, token)))
 }
 

@@ -16,7 +16,7 @@ use tokio_postgres::error::SqlState;
 use uuid::Uuid;
 
 use crate::conn::HeldConn;
-use crate::key::AdvisoryKey;
+use crate::key::{AdvisoryKey, Mode};
 
 /// One advisory lock this client holds, and how many guards of one owner share it.
 #[derive(Clone, Debug)]
@@ -25,10 +25,12 @@ pub(crate) struct PgHold {
     pub(crate) conn: Arc<tokio::sync::Mutex<Option<HeldConn>>>,
     /// The advisory key.
     pub(crate) key: Arc<AdvisoryKey>,
+    /// Exclusive or shared.
+    pub(crate) mode: Mode,
     /// Guards of the owner on it.
     pub(crate) count: usize,
-    /// The fencing token of the acquisition.
-    pub(crate) token: u64,
+    /// The fencing token of the acquisition (exclusive holds only).
+    pub(crate) token: Option<u64>,
 }
 
 /// A hold's identity in the table: its hold key (the lock's name) and owner, as the hold

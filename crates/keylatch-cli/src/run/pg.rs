@@ -1,5 +1,6 @@
 //! `keylatch run` on PostgreSQL (`--url postgres://…`): the command runs while a session-level
-//! advisory lock is held (keylatch-postgres's reentrant lock, its fencing token exported);
+//! advisory lock is held (keylatch-postgres's reentrant lock, or with `--read`/`--write` a side
+//! of its read-write lock; the fencing token of an exclusive hold exported);
 //! when the holding session ends (`pg_terminate_backend`, a restart), the command is stopped
 //! and `run` exits with 76.
 
@@ -20,11 +21,11 @@ pub(crate) fn is_postgres_url(url: &str) -> bool {
 
 /// Runs `args.command` under the advisory lock `args.name` and returns the exit code.
 pub(crate) async fn run(config: Config, args: RunArgs) -> Result<u8, Failure> {
-    if args.fair || args.read || args.write || args.semaphore.is_some() {
+    if args.fair || args.semaphore.is_some() {
         return Err(Error::Unsupported {
             primitive: "postgres",
-            operation: "--fair, --read, --write or --semaphore",
-            reason: "only the reentrant lock runs on PostgreSQL so far",
+            operation: "--fair or --semaphore",
+            reason: "only the reentrant lock and the read-write lock run on PostgreSQL so far",
         }
         .into());
     }
@@ -32,7 +33,18 @@ pub(crate) async fn run(config: Config, args: RunArgs) -> Result<u8, Failure> {
         .with_release_timeout(config.release_timeout)
         .with_shutdown_timeout(config.shutdown_timeout);
     let client = PgClient::connect_with(config.url.expose_secret(), settings).await?;
-    let lock = match client.lock(&args.name) {
+    let lock = if args.read || args.write {
+        client.read_write_lock(&args.name).map(|rw| {
+            if args.read {
+                rw.read_lock()
+            } else {
+                rw.write_lock()
+            }
+        })
+    } else {
+        client.lock(&args.name)
+    };
+    let lock = match lock {
         Ok(lock) => lock,
         Err(err) => {
             let _ = client.shutdown().await;
