@@ -45,6 +45,19 @@ impl HeldConn {
         self.conn.as_ref().expect("a held connection")
     }
 
+    /// `sql` prepared on this connection, from its statement cache after the first time (a
+    /// statement sent as text would be prepared on every call: one more round trip).
+    pub(crate) async fn prepared(
+        &self,
+        sql: &str,
+    ) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        self.conn
+            .as_ref()
+            .expect("a held connection")
+            .prepare_cached(sql)
+            .await
+    }
+
     /// Whether the connection is closed (its session ended).
     pub(crate) fn is_closed(&self) -> bool {
         self.client().is_closed()

@@ -65,7 +65,15 @@ async fn unlock(id: &HoldId, hold: PgHold) -> Result<()> {
     }
     let unlock = hold.mode.function("pg_advisory_unlock");
     let sql = format!("SELECT {}", hold.key.call(&unlock, 1));
-    match conn.client().query_one(&sql, &hold.key.params()).await {
+    let answer = match conn.prepared(&sql).await {
+        Ok(statement) => {
+            conn.client()
+                .query_one(&statement, &hold.key.params())
+                .await
+        }
+        Err(err) => Err(err),
+    };
+    match answer {
         Ok(row) if row.try_get::<_, bool>(0).unwrap_or(false) => {
             conn.give_back();
             Ok(())

@@ -300,9 +300,10 @@ async fn take(
             "SELECT {}",
             key.call(&mode.function("pg_try_advisory_lock"), 1)
         );
+        let statement = conn.prepared(&sql).await.map_err(store_error)?;
         let row = conn
             .client()
-            .query_one(&sql, &params)
+            .query_one(&statement, &params)
             .await
             .map_err(store_error)?;
         row.get::<_, bool>(0)
@@ -320,7 +321,8 @@ async fn take(
             params.len(),
             key.call(&mode.function("pg_advisory_lock"), 1)
         );
-        match conn.client().execute(&sql, &params).await {
+        let statement = conn.prepared(&sql).await.map_err(store_error)?;
+        match conn.client().execute(&statement, &params).await {
             Ok(_) => true,
             Err(err) if err.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => false,
             Err(err) => return Err(store_error(err)),
@@ -366,8 +368,9 @@ async fn bump_fencing(shared: &Shared, conn: &HeldConn, name: &str) -> Result<u6
         "INSERT INTO {FENCING_TABLE} AS f (name, token) VALUES ($1, 1) \
          ON CONFLICT (name) DO UPDATE SET token = f.token + 1 RETURNING token"
     );
+    let statement = conn.prepared(&sql).await.map_err(store_error)?;
     let row = client
-        .query_one(&sql, &[&name])
+        .query_one(&statement, &[&name])
         .await
         .map_err(store_error)?;
     let token: i64 = row.get(0);
