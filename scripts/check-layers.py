@@ -25,6 +25,7 @@ LAYERS = {
     "keylatch-core": 0,
     "keylatch-redis": 1,
     "keylatch-zookeeper": 1,
+    "keylatch-postgres": 1,
     "keylatch-reentrant": 2,
     "keylatch-fair": 2,
     "keylatch-rwlock": 2,
@@ -39,7 +40,9 @@ LAYERS = {
     "keylatch-tests": 6,
 }
 # Client libraries of a store: the core must not pull any of them in, directly or not.
-STORE_LIBRARIES = ("redis", "deadpool-redis", "zookeeper-client")
+STORE_LIBRARIES = (
+    "redis", "deadpool-redis", "zookeeper-client", "tokio-postgres", "deadpool-postgres",
+)
 
 
 def module_file(src, parts):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what keylatch's tests, examples, benches and CI need. Idempotent:
-# installs only what is missing, and only from Debian's packages (redis-server)
+# installs only what is missing, and only from Debian's packages (redis-server, postgresql)
 # and rustup components (rustfmt, clippy).
 #
 # Usage: scripts/setup.sh [--servers]
@@ -176,6 +176,33 @@ elif [ -n "$WITH_SERVERS" ]; then
     backports_valkey
 fi
 
+
+# --- PostgreSQL (initdb, pg_ctl, psql) for the PostgreSQL store's tests -----------
+# The testkit runs /usr/lib/postgresql/<major>/bin/{initdb,pg_ctl} as the `postgres` user; the
+# package's own cluster service is left alone and nothing relies on it.
+pg_bin_dir() {
+    local dir
+    for dir in /usr/lib/postgresql/*/bin; do
+        if [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ]; then
+            echo "$dir"
+            return 0
+        fi
+    done
+    return 1
+}
+if pg_dir="$(pg_bin_dir)" && command -v psql >/dev/null 2>&1; then
+    log "postgresql already installed: $("$pg_dir/pg_ctl" --version)"
+else
+    command -v apt-get >/dev/null 2>&1 ||
+        die "postgresql is missing and apt-get is not available; install PostgreSQL 14+ (initdb, pg_ctl, psql) with your package manager"
+    log "postgresql is missing: installing the Debian package postgresql"
+    log "running: apt-get update"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    log "running: apt-get install -y postgresql"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql
+    pg_dir="$(pg_bin_dir)" || die "initdb and pg_ctl still not under /usr/lib/postgresql/*/bin after installing"
+    log "installed: $("$pg_dir/pg_ctl" --version)"
+fi
 
 "$(dirname "${BASH_SOURCE[0]}")/setup-zookeeper.sh" # ZooKeeper (Java) for the ZooKeeper tests
 log "setup complete"

@@ -9,7 +9,7 @@ const SECRET_PARAM: &str = "pass";
 
 /// The schemes keylatch reads (compared without case). Text before the first `:` that is not
 /// one of them is not taken for a scheme when a URL does not parse: it may be a password.
-const SCHEMES: [&str; 13] = [
+const SCHEMES: [&str; 15] = [
     "redis",
     "rediss",
     "valkey",
@@ -23,6 +23,8 @@ const SCHEMES: [&str; 13] = [
     "zk",
     "zk+tls",
     "zookeeper",
+    "postgres",
+    "postgresql",
 ];
 
 /// The mask shown in place of a secret.
@@ -46,6 +48,11 @@ const MASK: &str = "***";
 /// assert_eq!(redact_url("redis:/:S3cret@db:6390"), "redis:/***@db:6390");
 /// assert_eq!(redact_url("default:S3cret@db:6390"), "***@db:6390");
 /// assert_eq!(redact_url("default:S3cret"), "***");
+/// assert_eq!(
+///     redact_url("postgres://app:S3cret@db:5432/jobs"),
+///     "postgres://app:***@db:5432/jobs",
+/// );
+/// assert_eq!(redact_url("postgres://app@db/jobs"), "postgres://app@db/jobs");
 /// assert_eq!(
 ///     redact_url("redis+sentinel://:S3cret@s1:26379,s2:26379/mymaster"),
 ///     "redis+sentinel://***@s1:26379,s2:26379/mymaster",

@@ -124,8 +124,13 @@ impl Client {
     /// [`Error::TlsFile`](crate::Error::TlsFile).
     /// A `zk://` URL in a build without the `zookeeper` feature is
     /// [`Error::InvalidUrl`](crate::Error::InvalidUrl); a `zk+tls://` URL without
-    /// `zookeeper-tls` is [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    /// `zookeeper-tls` is [`Error::InvalidConfig`](crate::Error::InvalidConfig). A
+    /// `postgres://` or `postgresql://` URL is [`Error::Unsupported`](crate::Error::Unsupported)
+    /// (nothing sent): use `keylatch::postgres::PgClient` (the `postgres` feature).
     pub async fn connect_with(config: Config) -> Result<Client> {
+        if crate::store::is_postgres_url(config.url.expose_secret()) {
+            return Err(crate::store::postgres_not_in_facade());
+        }
         if is_zookeeper_url(config.url.expose_secret()) {
             let zk = crate::zk::connect(&config).await?;
             return Ok(Client::on(Store::ZooKeeper(zk), config));

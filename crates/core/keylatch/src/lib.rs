@@ -114,6 +114,15 @@ pub mod zookeeper {
     pub use keylatch_zookeeper::*;
 }
 
+/// The PostgreSQL store (`postgres://` and `postgresql://` URLs), with the `postgres` feature:
+/// [`PgClient`](keylatch_postgres::PgClient) and its advisory locks. The facade's [`Client`]
+/// does not run on PostgreSQL yet: [`Client::connect`] refuses such a URL with
+/// [`Error::Unsupported`], naming this module.
+#[cfg(feature = "postgres")]
+pub mod postgres {
+    pub use keylatch_postgres::*;
+}
+
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../../README.md")]

@@ -29,6 +29,25 @@ pub(crate) fn is_zookeeper_url(url: &str) -> bool {
     })
 }
 
+/// Whether `url` names a PostgreSQL server (`postgres://` or `postgresql://`).
+pub(crate) fn is_postgres_url(url: &str) -> bool {
+    ["postgres://", "postgresql://"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    })
+}
+
+/// What [`Client::connect`](crate::Client::connect) answers for a PostgreSQL URL: the facade's
+/// handles do not run there yet, and nothing was sent.
+pub(crate) fn postgres_not_in_facade() -> Error {
+    Error::Unsupported {
+        primitive: "client",
+        operation: "a postgres:// URL",
+        reason: "the facade's Client runs on Redis and ZooKeeper; use keylatch::postgres::PgClient \
+                 (the `postgres` feature) for PostgreSQL's advisory locks",
+    }
+}
+
 /// What a method with no ZooKeeper form answers on a ZooKeeper client.
 pub(crate) fn redis_only(primitive: &'static str, operation: &'static str) -> Error {
     Error::Unsupported {

@@ -18,8 +18,13 @@ use crate::cli::{OnLost, RunArgs};
 use crate::failure::{EX_LOST, EX_SOFTWARE, EX_TEMPFAIL, EX_USAGE, Failure};
 use crate::reap::Reaper;
 
+mod pg;
+
 /// Runs `args.command` under the lock and returns the exit code.
 pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
+    if pg::is_postgres_url(config.url.expose_secret()) {
+        return pg::run(config, args).await;
+    }
     if let Some(watchdog) = args.watchdog {
         config.watchdog_timeout = watchdog;
     }

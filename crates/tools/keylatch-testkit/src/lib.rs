@@ -110,6 +110,7 @@
 mod build;
 mod cluster;
 mod curator;
+mod postgres;
 mod process;
 mod proxy;
 mod resp;
@@ -124,6 +125,7 @@ pub use build::{
 };
 pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use curator::{CURATOR_RECIPES_JAR, CuratorDriver, curator_unavailable};
+pub use postgres::{PostgresServer, postgres_available, postgres_bin_dir};
 pub use proxy::{Fault, FaultProxy};
 pub use sentinel::{SentinelSet, SentinelSetBuilder};
 pub use server::{RedisServer, RedisServerBuilder};

@@ -442,3 +442,40 @@ fn the_probed_tls_capability_matches_a_real_tls_start() {
         started.err()
     );
 }
+
+mod postgres {
+    use crate::{PostgresServer, postgres_available};
+
+    #[test]
+    fn start_serves_and_drop_removes_everything() {
+        assert!(
+            postgres_available(),
+            "PostgreSQL is not installed; run ./scripts/setup.sh"
+        );
+        let server = PostgresServer::start().expect("start postgres");
+        assert_eq!(server.psql("SELECT 1 + 1").unwrap(), "2");
+        // Trust on loopback only, and the server runs unprivileged.
+        assert_eq!(server.psql("SHOW listen_addresses").unwrap(), "127.0.0.1");
+        let pid = server.pid().expect("postmaster pid");
+        let dir = std::path::PathBuf::from(
+            server
+                .psql("SHOW data_directory")
+                .unwrap()
+                .trim_end_matches("/data"),
+        );
+        assert!(dir.is_dir());
+        drop(server);
+        assert!(!super::process_alive(pid), "postgres {pid} still runs");
+        assert!(!dir.exists(), "{} still exists", dir.display());
+    }
+
+    #[test]
+    fn restart_keeps_data() {
+        let mut server = PostgresServer::start().expect("start postgres");
+        server
+            .psql("CREATE TABLE t (x int); INSERT INTO t VALUES (7)")
+            .unwrap();
+        server.restart().expect("restart");
+        assert_eq!(server.psql("SELECT x FROM t").unwrap(), "7");
+    }
+}
