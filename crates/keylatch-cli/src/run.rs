@@ -23,6 +23,8 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
     if let Some(watchdog) = args.watchdog {
         config.watchdog_timeout = watchdog;
     }
+    // The holder metadata names the command the lock is held for.
+    config.holder_program = Some(args.command.join(" "));
     let client = Client::connect_with(config).await?;
     let lock = match lock_for(&client, &args).await {
         Ok(lock) => lock,
