@@ -5,6 +5,8 @@
 //! keylatch run --wait 10s --fair jobs -- ./job.sh     # FIFO, give up after 10 s (exit 75)
 //! keylatch run --semaphore 3 encoders -- ffmpeg ...   # at most 3 at once, fleet-wide
 //! keylatch inspect nightly-report --json
+//! keylatch top --pattern 'jobs:*'                    # live: holders, waiters, wait times
+//! keylatch serve --http 127.0.0.1:7878               # the same as a web page, /metrics
 //! keylatch latch wait --wait 1m shards-loaded          # until the count is 0 (exit 75 if not)
 //! keylatch --url zk://127.0.0.1:2181 demo              # the demo's story on ZooKeeper
 //! keylatch --url redis://127.0.0.1:6379 bench --compare zk://127.0.0.1:2181
@@ -23,6 +25,10 @@ mod inspect_zk;
 mod latch;
 mod reap;
 mod run;
+mod serve;
+mod serve_page;
+mod top;
+mod view;
 mod zk_raw;
 
 use std::process::ExitCode;
@@ -70,6 +76,8 @@ fn main() -> ExitCode {
                 )),
                 Command::Run(args) => run::run(config, args).await,
                 Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
+                Command::Top(args) => top::top(config, args).await.map(|()| 0),
+                Command::Serve(args) => serve::serve(config, args).await.map(|()| 0),
                 Command::Latch(command) => latch::latch(config, command).await,
                 Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),
                 Command::Demo if zk_raw::is_zookeeper(&config) => demo_zk::demo(config).await,
