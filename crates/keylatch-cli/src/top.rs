@@ -47,10 +47,7 @@ pub async fn top(config: Config, args: TopArgs) -> Result<(), Failure> {
     let stop = crate::run::interrupted();
     tokio::pin!(stop);
     loop {
-        let width = std::env::var("COLUMNS")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(120usize);
+        let width = columns();
         let text = match watcher.refresh(&mut conn).await {
             Ok(view) => render(&view, width),
             Err(err) => format!("keylatch top: cannot read Redis: {}\n", err.message),
@@ -143,6 +140,25 @@ pub fn render(view: &Snapshot, width: usize) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The terminal's width: `COLUMNS`, else what `stty size` says (no ioctl: no unsafe code),
+/// else 120.
+fn columns() -> usize {
+    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return cols;
+    }
+    std::process::Command::new("stty")
+        .arg("size")
+        .stdin(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .and_then(|out| {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.split_whitespace().nth(1).and_then(|c| c.parse().ok())
+        })
+        .unwrap_or(120)
 }
 
 /// Key presses from stdin, one byte each, read on a thread of their own.
