@@ -98,10 +98,10 @@ pub enum Command {
     Inspect(InspectArgs),
     /// A live terminal view of every held lock matching a pattern: holders (host, pid,
     /// program), fair-queue waiters, hold and wait times, the lease left.
-    Top(crate::top::TopArgs),
+    Top(crate::view_args::TopArgs),
     /// The same view as a read-only web page that refreshes itself, with /metrics for
     /// Prometheus (loopback only unless --allow-remote).
-    Serve(crate::serve::ServeArgs),
+    Serve(crate::view_args::ServeArgs),
     /// Set, count down or wait for a count-down latch (Redisson's RCountDownLatch).
     #[command(
         subcommand,

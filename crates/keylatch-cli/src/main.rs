@@ -29,6 +29,7 @@ mod serve;
 mod serve_page;
 mod top;
 mod view;
+mod view_args;
 mod zk_raw;
 
 use std::process::ExitCode;

@@ -1,37 +1,14 @@
 //! `keylatch serve --http 127.0.0.1:PORT`: the operators' view as a read-only web page that
 //! refreshes itself, and `/metrics` for Prometheus. Loopback only unless `--allow-remote`.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use clap::Args;
 use keylatch::{Client, Config};
 
 use crate::failure::{EX_UNAVAILABLE, EX_USAGE, Failure};
 use crate::serve_page::{fragment, metrics, page};
 use crate::view::{Snapshot, Watcher};
-
-/// `keylatch serve`.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Serve the page on this address (loopback unless --allow-remote).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878")]
-    pub http: SocketAddr,
-
-    /// Accept an --http address that is not loopback (the page shows lock names, hosts,
-    /// process ids and command lines to whoever can reach it).
-    #[arg(long)]
-    pub allow_remote: bool,
-
-    /// The names to show (a Redis glob, as SCAN MATCH takes it).
-    #[arg(long, default_value = "*", value_name = "GLOB")]
-    pub pattern: String,
-
-    /// How often the view is read from Redis and the page refreshes.
-    #[arg(long, default_value = "1s", value_parser = crate::cli::parse_duration, value_name = "DUR")]
-    pub every: Duration,
-}
+use crate::view_args::ServeArgs;
 
 type Shared = Arc<Mutex<Result<Snapshot, String>>>;
 

@@ -1,30 +1,12 @@
 //! `keylatch top`: the operators' view in a terminal, redrawn in place (plain ANSI). `q` quits,
 //! `r` refreshes at once; SIGINT and SIGTERM quit too.
 
-use std::io::{IsTerminal, Read, Write};
-use std::time::Duration;
-
-use clap::Args;
 use keylatch::{Client, Config};
+use std::io::{IsTerminal, Read, Write};
 
 use crate::failure::{EX_USAGE, Failure};
 use crate::view::{Snapshot, Watcher, short_duration};
-
-/// `keylatch top`.
-#[derive(Debug, Args)]
-pub struct TopArgs {
-    /// The names to show (a Redis glob, as SCAN MATCH takes it).
-    #[arg(long, default_value = "*", value_name = "GLOB")]
-    pub pattern: String,
-
-    /// How often the view is read and redrawn.
-    #[arg(long, default_value = "1s", value_parser = crate::cli::parse_duration, value_name = "DUR")]
-    pub every: Duration,
-
-    /// Print the view once, without clearing the screen, and exit.
-    #[arg(long)]
-    pub once: bool,
-}
+use crate::view_args::TopArgs;
 
 /// Runs until `q`, SIGINT or SIGTERM (or after one view with `--once`).
 pub async fn top(config: Config, args: TopArgs) -> Result<(), Failure> {

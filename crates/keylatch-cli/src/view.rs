@@ -146,7 +146,7 @@ impl Watcher {
         let mut keys = Vec::new();
         for _ in 0..MAX_SCAN_CALLS {
             let (next, page): (u64, Vec<String>) = query(
-                &mut redis::cmd("SCAN")
+                redis::cmd("SCAN")
                     .arg(cursor)
                     .arg("MATCH")
                     .arg(&pattern)
@@ -189,13 +189,7 @@ impl Watcher {
         pipe.cmd("PUBSUB")
             .arg("NUMSUB")
             .arg(prefixed("redisson_lock__channel", key));
-        let (fields, pttl, metas, queue, numsub): (
-            Vec<(String, String)>,
-            i64,
-            HashMap<String, String>,
-            RedisValue,
-            Vec<RedisValue>,
-        ) = pipe
+        let (fields, pttl, metas, queue, numsub): LockReplies = pipe
             .query_async(conn)
             .await
             .map_err(keylatch_redis::from_redis)?;
@@ -261,6 +255,16 @@ impl Watcher {
         }))
     }
 }
+
+/// The replies of one lock's pipeline: its fields, PTTL, holder metadata, fair queue and
+/// channel subscribers.
+type LockReplies = (
+    Vec<(String, String)>,
+    i64,
+    HashMap<String, String>,
+    RedisValue,
+    Vec<RedisValue>,
+);
 
 /// keylatch's and Redisson's side keys that are hashes but not locks.
 fn is_side_key(key: &str) -> bool {

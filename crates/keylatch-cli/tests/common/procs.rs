@@ -71,10 +71,10 @@ pub fn http(port: u16, method: &str, path: &str, body: Option<&str>) -> (u16, St
     let mut head_end = None;
     let mut want = None;
     loop {
-        if let (Some(end), Some(len)) = (head_end, want) {
-            if raw.len() >= end + 4 + len {
-                break;
-            }
+        if let (Some(end), Some(len)) = (head_end, want)
+            && raw.len() >= end + 4 + len
+        {
+            break;
         }
         let n = match stream.read(&mut buf) {
             Ok(0) | Err(_) => break,
