@@ -25,6 +25,7 @@ pub async fn top(config: Config, args: TopArgs) -> Result<(), Failure> {
         return Ok(());
     }
     let mut keys = keys();
+    let mut input_open = true;
     let _raw = RawInput::enable();
     let stop = crate::run::interrupted();
     tokio::pin!(stop);
@@ -42,8 +43,10 @@ pub async fn top(config: Config, args: TopArgs) -> Result<(), Failure> {
         tokio::select! {
             () = tokio::time::sleep(args.every) => {}
             () = &mut stop => break,
-            key = keys.recv() => match key {
-                Some(b'q' | b'Q' | 3) | None => break,
+            key = keys.recv(), if input_open => match key {
+                Some(b'q' | b'Q' | 3) => break,
+                // No more input (stdin closed): run on until a signal.
+                None => input_open = false,
                 Some(_) => {}
             },
         }

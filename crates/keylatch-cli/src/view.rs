@@ -4,7 +4,8 @@
 //! and the lease left; sorted by the longest wait.
 //!
 //! It reads Redis with plain commands (SCAN with MATCH, bounded; then one pipelined round trip
-//! per lock), on one server: a Sentinel's primary or a single server. Holds without metadata
+//! per lock), on the one server the connection reaches (Sentinel and Cluster are not handled
+//! yet: on a cluster it sees one node's keys). Holds without metadata
 //! (Redisson's) show their owner id and lease; their hold time, like every wait, counts from
 //! when this view first saw them ("at least").
 
