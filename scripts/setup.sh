@@ -3,7 +3,10 @@
 # installs only what is missing, and only from Debian's packages (redis-server, postgresql)
 # and rustup components (rustfmt, clippy).
 #
-# Usage: scripts/setup.sh [--servers]
+# Usage: scripts/setup.sh [--servers] [--browser]
+#   --browser   also install Debian's chromium, chromium-driver and tmux: the browser
+#               test of `keylatch serve` and the terminal test of `keylatch top`
+#               (skipped, with a message, without them).
 #   --servers   also provide the other server builds the tests run against (see
 #               "Supported servers" in docs/deployment.md) under .servers/, without
 #               touching the system: Valkey 9.1, Valkey 8.1 and Redis 8.2 from the
@@ -23,10 +26,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/lib.sh"
 
 WITH_SERVERS=""
+WITH_BROWSER=""
 for arg in "$@"; do
     case "$arg" in
         --servers) WITH_SERVERS=1 ;;
-        -h | --help) sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --browser) WITH_BROWSER=1 ;;
+        -h | --help) sed -n '2,21s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument: $arg" ;;
     esac
 done
@@ -60,6 +65,24 @@ fi
 redis_major="$(redis-server --version | sed -n 's/.* v=\([0-9]*\)\..*/\1/p')"
 if [ -n "$redis_major" ] && [ "$redis_major" -lt 7 ]; then
     log "warning: redis-server $redis_major.x found; tests that use DEBUG need Redis 7+"
+fi
+
+# --- Browser and terminal for the operators' views (--browser) -------------------
+if [ -n "$WITH_BROWSER" ]; then
+    missing=()
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+    command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+    if [ "${#missing[@]}" -eq 0 ]; then
+        log "chromium, chromedriver and tmux already installed"
+    else
+        command -v apt-get >/dev/null 2>&1 ||
+            die "${missing[*]} missing and apt-get is not available; install them with your package manager"
+        log "running: apt-get update"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+        log "running: apt-get install -y --no-install-recommends ${missing[*]}"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+    fi
 fi
 
 # --- Rust components -----------------------------------------------------------

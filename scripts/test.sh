@@ -106,11 +106,11 @@ if [ -n "$stray" ]; then
 fi
 
 if [ -n "$MATRIX$ALL_SERVERS" ]; then
-    step "setup (scripts/setup.sh --servers)"
-    "$ROOT/scripts/setup.sh" --servers
+    step "setup (scripts/setup.sh --servers --browser)"
+    "$ROOT/scripts/setup.sh" --servers --browser
 else
-    step "setup (scripts/setup.sh)"
-    "$ROOT/scripts/setup.sh"
+    step "setup (scripts/setup.sh --browser)"
+    "$ROOT/scripts/setup.sh" --browser
 fi
 
 # Free space where target/ lives, in MB (a run that fills the disk fails in the linker).

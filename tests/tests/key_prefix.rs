@@ -54,6 +54,7 @@ async fn every_primitive_writes_under_the_prefix_only() {
             .strip_prefix("redisson_lock_token:{")
             .or_else(|| key.strip_prefix("redisson_lock_queue:{"))
             .or_else(|| key.strip_prefix("redisson_lock_timeout:{"))
+            .or_else(|| key.strip_prefix("keylatch_meta:{"))
             .or_else(|| key.strip_prefix('{'))
             .unwrap_or(key);
         assert!(bare.starts_with("tenant-a:"), "{key} is outside the prefix");

@@ -45,6 +45,8 @@ struct ClientInner {
     /// shutdown's store-independent part: what guards and waits receive.
     background: Background,
     tasks: Vec<tokio::task::AbortHandle>,
+    /// The holder metadata lines recorded with each hold (`""`: none), made once.
+    holder_metadata: Box<str>,
 }
 
 impl Drop for ClientInner {
@@ -64,6 +66,12 @@ impl Client {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// The holder metadata lines this client records with each reentrant-lock hold (host,
+    /// pid, program; see [`Config::holder_metadata`]); `""` when it records none.
+    pub fn holder_metadata(&self) -> &str {
+        &self.inner.holder_metadata
     }
 
     /// The owner id `owner` resolves to now (see [`Owner`]).

@@ -82,6 +82,7 @@ impl ReentrantLock {
                 client: client.clone(),
                 channel: prefixed("redisson_lock__channel", &name),
                 token_key: prefixed("redisson_lock_token", &name),
+                meta_key: keylatch_redis::holder_meta_key(&name),
                 name: name.clone(),
                 message,
             }),
@@ -217,10 +218,12 @@ impl ReentrantLock {
             .call()
             .key(&*self.name)
             .key(&self.release.token_key)
+            .key(&self.release.meta_key)
             .arg(keylatch_core::lease_millis(lease))
             .arg(field)
             .arg(if self.fencing { "1" } else { "0" })
-            .arg(if self.reentrant { "0" } else { "1" });
+            .arg(if self.reentrant { "0" } else { "1" })
+            .arg(self.client.holder_metadata());
         let sent_at = Instant::now();
         // Boxed on its own: inline, it would make the acquisition's boxed future larger than
         // the allocator's fast sizes (about 1 KiB in glibc's), which costs more than two
@@ -301,6 +304,7 @@ impl ReentrantLock {
             .call()
             .key(&*self.name)
             .key(self.channel())
+            .key(&self.release.meta_key)
             .arg(self.release.message);
         let released: i64 = self.client.eval(&call).await?;
         Ok(released == 1)

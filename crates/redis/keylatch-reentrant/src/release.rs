@@ -19,6 +19,8 @@ pub(crate) struct ReentrantRelease {
     /// The derived names, made once per handle (`String`s, not `Arc<str>`s: no copy).
     pub(crate) channel: String,
     pub(crate) token_key: String,
+    /// `keylatch_meta:{name}`: the holder metadata, deleted with the lock.
+    pub(crate) meta_key: String,
     /// The message a full release publishes: `UNLOCK_MESSAGE`, or `""` (the spin lock,
     /// which publishes nothing).
     pub(crate) message: &'static str,
@@ -30,6 +32,7 @@ impl ReentrantRelease {
             .call()
             .key(&*self.name)
             .key(&*self.channel)
+            .key(&*self.meta_key)
             .arg(self.message)
             .arg(owner.wire_form().as_str())
     }
@@ -64,6 +67,7 @@ impl HoldRelease for ReentrantRelease {
             .call()
             .key(&*self.name)
             .key(&*self.channel)
+            .key(&*self.meta_key)
             .arg(self.message)
             .arg(owner.wire_form().as_str())
             .arg(expected);

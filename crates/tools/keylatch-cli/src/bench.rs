@@ -16,6 +16,7 @@ use crate::cli::BenchArgs;
 use crate::failure::{EX_USAGE, Failure};
 use crate::zk_raw;
 
+mod metadata;
 mod scale;
 mod zookeeper;
 
@@ -224,7 +225,7 @@ pub async fn bench(config: Config, args: BenchArgs) -> Result<(), Failure> {
 
 /// The Redis scenarios.
 async fn redis_suite(config: Config, args: &BenchArgs) -> Result<Suite, Failure> {
-    let client = Client::connect_with(config).await?;
+    let client = Client::connect_with(config.clone()).await?;
     let raw = client.connection().await?;
     let ops = args.ops as usize;
     let quiet = args.json;
@@ -294,6 +295,10 @@ async fn redis_suite(config: Config, args: &BenchArgs) -> Result<Suite, Failure>
     let permit: Arc<dyn DistributedLock> = Arc::new(semaphore.as_lock());
     let row = handoff(SEMAPHORE_HANDOFF_SCENARIO, permit, ops, rt, quiet).await?;
     suite.push(row, false);
+
+    for row in metadata::rows(&config, &prefix, ops, rt, quiet).await? {
+        suite.push(row, true);
+    }
 
     // Leave nothing behind on the user's Redis.
     let mut conn = client.connection().await?;

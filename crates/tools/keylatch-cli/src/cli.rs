@@ -96,6 +96,12 @@ pub enum Command {
     /// Show who holds a lock, the fair queue, read holders, semaphore permits or a latch's
     /// count.
     Inspect(InspectArgs),
+    /// A live terminal view of every held lock matching a pattern: holders (host, pid,
+    /// program), fair-queue waiters, hold and wait times, the lease left.
+    Top(crate::view_args::TopArgs),
+    /// The same view as a read-only web page that refreshes itself, with /metrics for
+    /// Prometheus (loopback only unless --allow-remote).
+    Serve(crate::view_args::ServeArgs),
     /// Set, count down or wait for a count-down latch (Redisson's RCountDownLatch).
     #[command(
         subcommand,

@@ -5,6 +5,8 @@
 //! keylatch run --wait 10s --fair jobs -- ./job.sh     # FIFO, give up after 10 s (exit 75)
 //! keylatch run --semaphore 3 encoders -- ffmpeg ...   # at most 3 at once, fleet-wide
 //! keylatch inspect nightly-report --json
+//! keylatch top --pattern 'jobs:*'                    # live: holders, waiters, wait times
+//! keylatch serve --http 127.0.0.1:7878               # the same as a web page, /metrics
 //! keylatch latch wait --wait 1m shards-loaded          # until the count is 0 (exit 75 if not)
 //! keylatch queue offer reminders "call back" --delay 30s
 //! keylatch queue transfer reminders order-timeouts     # a transfer agent for Java clients
@@ -27,6 +29,11 @@ mod queue;
 mod queue_agent;
 mod reap;
 mod run;
+mod serve;
+mod serve_page;
+mod top;
+mod view;
+mod view_args;
 mod zk_raw;
 
 use std::process::ExitCode;
@@ -74,6 +81,8 @@ fn main() -> ExitCode {
                 )),
                 Command::Run(args) => run::run(config, args).await,
                 Command::Inspect(args) => inspect::inspect(config, args).await.map(|()| 0),
+                Command::Top(args) => top::top(config, args).await.map(|()| 0),
+                Command::Serve(args) => serve::serve(config, args).await.map(|()| 0),
                 Command::Latch(command) => latch::latch(config, command).await,
                 Command::Queue(command) => queue::queue(config, command).await,
                 Command::Bench(args) => bench::bench(config, args).await.map(|()| 0),

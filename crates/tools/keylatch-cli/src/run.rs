@@ -28,6 +28,10 @@ pub async fn run(mut config: Config, args: RunArgs) -> Result<u8, Failure> {
     if let Some(watchdog) = args.watchdog {
         config.watchdog_timeout = watchdog;
     }
+    // The holder metadata names the command the lock is held for.
+    // Operators see which host and process hold the lock (`keylatch top`, `serve`).
+    config.holder_metadata = true;
+    config.holder_program = Some(args.command.join(" "));
     let client = Client::connect_with(config).await?;
     let lock = match lock_for(&client, &args).await {
         Ok(lock) => lock,

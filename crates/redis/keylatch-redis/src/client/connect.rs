@@ -155,8 +155,14 @@ impl Client {
         );
         let background = Background::new(registry, config.hold_settings());
         let watcher = Topology::start_watcher(&topology);
+        let holder_metadata = if config.holder_metadata {
+            crate::holder::metadata_lines(config.holder_program.as_deref()).into_boxed_str()
+        } else {
+            Box::default()
+        };
         Ok(Client {
             inner: Arc::new(ClientInner {
+                holder_metadata,
                 id: Uuid::new_v4(),
                 config,
                 commands,

@@ -1,6 +1,8 @@
 //! Helpers for the CLI tests: the binary, a server, a scratch dir.
 #![allow(dead_code)]
 
+pub mod procs;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};

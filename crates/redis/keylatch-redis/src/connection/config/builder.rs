@@ -87,6 +87,19 @@ impl ConfigBuilder {
         self
     }
 
+    /// Holder metadata beside reentrant-lock holds (see [`Config::holder_metadata`];
+    /// default on).
+    pub fn holder_metadata(mut self, record: bool) -> Self {
+        self.config.holder_metadata = record;
+        self
+    }
+
+    /// The program named in the holder metadata (see [`Config::holder_program`]).
+    pub fn holder_program(mut self, program: impl Into<String>) -> Self {
+        self.config.holder_program = Some(program.into());
+        self
+    }
+
     /// Pattern subscriptions for fair-lock waiters (see [`Config::pubsub_patterns`]; default
     /// 4, 0 for none).
     pub fn pubsub_patterns(mut self, patterns: usize) -> Self {
