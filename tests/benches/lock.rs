@@ -167,15 +167,19 @@ async fn main() {
                     let _: redis::Value = acquire
                         .key(&key)
                         .key(&token)
+                        .key(format!("keylatch_meta:{{{key}}}"))
                         .arg(30_000)
                         .arg(&owner)
                         .arg("0")
+                        .arg("0")
+                        .arg("")
                         .invoke_async(&mut conn)
                         .await
                         .unwrap();
                     let _: redis::Value = release
                         .key(&key)
                         .key(&channel)
+                        .key(format!("keylatch_meta:{{{key}}}"))
                         .arg("0")
                         .arg(&owner)
                         .invoke_async(&mut conn)

@@ -175,15 +175,19 @@ async fn main() {
                                 let _: redis::Value = acquire
                                     .key(&name)
                                     .key(&token)
+                                    .key(format!("keylatch_meta:{{{name}}}"))
                                     .arg(30_000)
                                     .arg(owner)
                                     .arg("0")
+                                    .arg("0")
+                                    .arg("")
                                     .invoke_async(&mut conn)
                                     .await
                                     .unwrap();
                                 let _: redis::Value = release
                                     .key(&name)
                                     .key(&channel)
+                                    .key(format!("keylatch_meta:{{{name}}}"))
                                     .arg("0")
                                     .arg(owner)
                                     .invoke_async(&mut conn)

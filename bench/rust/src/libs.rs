@@ -585,9 +585,12 @@ impl Worker for RawKeylatchWorker {
         let reply: redis::Value = KEYLATCH_ACQUIRE
             .key(&self.key)
             .key(format!("redisson_lock_token:{{{}}}", self.key))
+            .key(format!("keylatch_meta:{{{}}}", self.key))
             .arg(30_000)
             .arg(owner)
             .arg("0")
+            .arg("0")
+            .arg("")
             .invoke_async(&mut self.conn)
             .await
             .map_err(err)?;
@@ -601,6 +604,7 @@ impl Worker for RawKeylatchWorker {
         let _: redis::Value = KEYLATCH_RELEASE
             .key(&self.key)
             .key(format!("redisson_lock__channel:{{{}}}", self.key))
+            .key(format!("keylatch_meta:{{{}}}", self.key))
             .arg("0")
             .arg(owner)
             .invoke_async(&mut self.conn)

@@ -58,15 +58,19 @@ fn a_lock_and_unlock_allocate_about_what_the_raw_scripts_do() {
             let _: keylatch::redis::Value = acquire
                 .key(name)
                 .key(&token)
+                .key(format!("keylatch_meta:{{{name}}}"))
                 .arg(30_000)
                 .arg("raw-owner:1")
                 .arg("0")
+                .arg("0")
+                .arg("")
                 .invoke_async(&mut conn)
                 .await
                 .unwrap();
             let _: keylatch::redis::Value = release
                 .key(name)
                 .key(&channel)
+                .key(format!("keylatch_meta:{{{name}}}"))
                 .arg("0")
                 .arg("raw-owner:1")
                 .invoke_async(&mut conn)
