@@ -43,6 +43,11 @@ pub async fn extend_hash_hold(
             "1"
         } else {
             "0"
+        })
+        .arg(if client.config().holder_metadata {
+            "1"
+        } else {
+            "0"
         });
     match client.eval::<i64>(&call).await? {
         -1 => Ok(None),

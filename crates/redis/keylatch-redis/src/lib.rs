@@ -58,7 +58,7 @@ pub use hash_hold::{EXTEND_HASH_HOLD, extend_hash_hold};
 pub use holder::{HOLDER_META_PREFIX, HolderMeta, holder_meta_key};
 pub use keys::{prefixed, suffixed, validate_name, validate_name_with};
 pub use pubsub::{LETTER_MARK, PubSubHub, Subscription, WakeMode};
-pub use renewal::{RENEW_HASH_HOLDS, RENEWAL_BATCH};
+pub use renewal::{RENEW_HASH_HOLDS, RENEW_HASH_HOLDS_META, RENEWAL_BATCH, hash_hold_renewal};
 pub use wait::{bounded_attempt, open, wait_for};
 
 /// The `deadpool-redis` crate keylatch is built on.

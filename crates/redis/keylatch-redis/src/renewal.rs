@@ -22,6 +22,24 @@ use crate::connection::script::LuaScript;
 pub static RENEW_HASH_HOLDS: LuaScript =
     LuaScript::freeing("renew_hash_holds", include_str!("lua/renew_hash_holds.lua"));
 
+/// As [`RENEW_HASH_HOLDS`], and each lock's holder metadata with it: the renewal of the
+/// reentrant lock's holds on a client with
+/// [`Config::holder_metadata`](crate::Config::holder_metadata) (the others never touch
+/// `keylatch_meta:*`, so an ACL without it keeps working).
+pub static RENEW_HASH_HOLDS_META: LuaScript = LuaScript::freeing(
+    "renew_hash_holds_meta",
+    include_str!("lua/renew_hash_holds_meta.lua"),
+);
+
+/// The way a client renews reentrant-lock holds: with their metadata when it records it.
+pub fn hash_hold_renewal(client: &crate::Client) -> Renewal {
+    if client.config().holder_metadata {
+        RENEW_HASH_HOLDS_META.renewal()
+    } else {
+        RENEW_HASH_HOLDS.renewal()
+    }
+}
+
 /// The most keys renewed by one script call unless
 /// [`Config::watchdog_batch_size`](crate::Config::watchdog_batch_size) says otherwise.
 pub const RENEWAL_BATCH: usize = crate::connection::config::DEFAULT_WATCHDOG_BATCH;

@@ -7,7 +7,7 @@
 
 use keylatch_core::hold::Extension;
 use keylatch_core::{HoldKey, HoldRelease, LockGuard, OwnerId, Result};
-use keylatch_redis::{RENEW_HASH_HOLDS, extend_hash_hold};
+use keylatch_redis::extend_hash_hold;
 use tokio::time::Instant;
 
 use crate::lock::ReentrantLock;
@@ -57,10 +57,12 @@ impl ReentrantLock {
             return Ok(None);
         }
         let hold_key = HoldKey::new(&self.name, owner);
-        let hold =
-            self.client
-                .watchdog()
-                .register(hold_key, lease, RENEW_HASH_HOLDS.renewal(), sent_at);
+        let hold = self.client.watchdog().register(
+            hold_key,
+            lease,
+            keylatch_redis::hash_hold_renewal(&self.client),
+            sent_at,
+        );
         Ok(Some(self.guard(owner, hold, None)))
     }
 

@@ -9,7 +9,7 @@ use keylatch_core::{
     OwnerId, Renewal, Result, UndoGuard, validate_lease,
 };
 use keylatch_redis::redis::{self, Value};
-use keylatch_redis::{Client, RENEW_HASH_HOLDS, WakeMode, prefixed};
+use keylatch_redis::{Client, WakeMode, prefixed};
 use tokio::time::Instant;
 
 use crate::release::ReentrantRelease;
@@ -82,7 +82,13 @@ impl ReentrantLock {
                 client: client.clone(),
                 channel: prefixed("redisson_lock__channel", &name),
                 token_key: prefixed("redisson_lock_token", &name),
-                meta_key: keylatch_redis::holder_meta_key(&name),
+                // Without metadata the lock's own key stands in (the scripts then touch no
+                // `keylatch_meta:*` key, which an ACL may not allow).
+                meta_key: if client.config().holder_metadata {
+                    keylatch_redis::holder_meta_key(&name)
+                } else {
+                    name.to_string()
+                },
                 name: name.clone(),
                 message,
             }),
@@ -186,7 +192,7 @@ impl ReentrantLock {
             }
             None => (
                 self.client.config().watchdog_timeout,
-                RENEW_HASH_HOLDS.renewal(),
+                keylatch_redis::hash_hold_renewal(&self.client),
             ),
         };
         let owner = self.client.owner_id(Owner::or_unique(self.owner));

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keylatch_core::hold::{Extension, HoldExtend};
 use keylatch_core::{Error, HoldRelease, OwnerId, Renewal, Result};
+use keylatch_redis::Client;
 use keylatch_redis::redis::Value;
-use keylatch_redis::{Client, RENEW_HASH_HOLDS};
 
 use crate::scripts::{RELEASE, RELEASE_IF_COUNT};
 
@@ -84,7 +84,7 @@ impl HoldExtend for ReentrantRelease {
 
     fn watchdog_renewal(&self) -> Option<(Renewal, Duration)> {
         Some((
-            RENEW_HASH_HOLDS.renewal(),
+            keylatch_redis::hash_hold_renewal(&self.client),
             self.client.config().watchdog_timeout,
         ))
     }

@@ -1,7 +1,9 @@
 //! The reentrant lock's scripts, one static each.
 
 use keylatch_redis::redis::Value;
-use keylatch_redis::{EXTEND_HASH_HOLD, LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS};
+use keylatch_redis::{
+    EXTEND_HASH_HOLD, LuaScript, NEXT_TOKEN, RENEW_HASH_HOLDS, RENEW_HASH_HOLDS_META,
+};
 
 pub(crate) static ACQUIRE: LuaScript = LuaScript::taking_with(
     "reentrant_acquire",
@@ -28,11 +30,12 @@ pub(crate) static FORCE_UNLOCK: LuaScript = LuaScript::freeing(
 );
 
 /// Every script of the reentrant lock, for [`Client::preload`](keylatch_redis::Client::preload).
-pub static SCRIPTS: [&LuaScript; 6] = [
+pub static SCRIPTS: [&LuaScript; 7] = [
     &ACQUIRE,
     &RELEASE,
     &RELEASE_IF_COUNT,
     &RENEW_HASH_HOLDS,
+    &RENEW_HASH_HOLDS_META,
     &FORCE_UNLOCK,
     &EXTEND_HASH_HOLD,
 ];

@@ -1,7 +1,8 @@
 -- keylatch: change the lease of an owner's hold on a lock hash (Redisson's layout: one field per
 -- owner), if it is still the owner's. For the reentrant-family and fair locks.
 -- KEYS[1] the lock hash
--- ARGV[1] milliseconds, ARGV[2] owner id, ARGV[3] '1': add to what is left, '0': set it
+-- ARGV[1] milliseconds, ARGV[2] owner id, ARGV[3] '1': add to what is left, '0': set it,
+-- ARGV[4] '1': the holder metadata follows (clients with `Config::holder_metadata`)
 -- Returns the lease left afterwards in ms; -1 when the owner does not hold the lock; -2 when
 -- the key has no expiry (it is not a lease this script may change).
 -- The holder metadata hash of a lock key (keylatch's `keylatch_meta:{name}`, in the lock's
@@ -24,5 +25,7 @@ if ARGV[3] == '1' then
   ms = left + ms
 end
 redis.call('pexpire', KEYS[1], ms)
-redis.call('pexpire', meta_key(KEYS[1]), ms)
+if ARGV[4] == '1' then
+  redis.call('pexpire', meta_key(KEYS[1]), ms)
+end
 return ms
