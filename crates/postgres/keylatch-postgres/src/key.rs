@@ -35,7 +35,7 @@ pub enum AdvisoryKey {
 }
 
 impl AdvisoryKey {
-    /// The key's parameters, for [`call`](Self::call) and
+    /// The key's parameters, for the advisory-lock calls and
     /// [`pg_locks_filter`](Self::pg_locks_filter).
     pub fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
         match self {
